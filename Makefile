@@ -1,0 +1,60 @@
+# Two commands: `make demo` and `make test`. Everything else is set up on demand and skipped when
+# nothing changed: .venv (pinned pip packages), sbt (launcher from Maven Central), the jar (copied
+# into the Python package), and the editable install of kstreams_spark.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+SBT_VERSION := 1.12.14
+SBT_LAUNCH := .tools/sbt-launch-$(SBT_VERSION).jar
+VERSION := 0.1.0
+JAR_NAME := kstreams-spark_2.13-$(VERSION).jar
+JAR := python/kstreams_spark/jars/$(JAR_NAME)
+SCALA_SRC := $(shell find jvm/src/main -name '*.scala' 2>/dev/null)
+SPARK_JARS = $(shell $(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+# sbt reads only Maven Central (project/repositories); boot files stay in .tools.
+SBT = SPARK_JARS=$(SPARK_JARS) java -Xms512m -Xmx2g -Xss4m \
+	-Dsbt.repository.config=project/repositories -Dsbt.override.build.repos=true \
+	-Dsbt.boot.directory=$(CURDIR)/.tools/sbt-boot -Dsbt.batch=true -Dsbt.color=false \
+	-Dsbt.supershell=false -Dsbt.server.forcestart=false -Dsbt.ci=true \
+	-jar $(SBT_LAUNCH)
+
+.PHONY: all demo test test-scala test-python bench jar install clean
+all: install
+
+$(VENV)/.deps: requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $@
+
+$(SBT_LAUNCH):
+	mkdir -p .tools
+	mvn -q -B dependency:copy -Dartifact=org.scala-sbt:sbt-launch:$(SBT_VERSION) -DoutputDirectory=.tools
+
+$(JAR): $(SBT_LAUNCH) $(VENV)/.deps build.sbt project/build.properties $(SCALA_SRC)
+	$(SBT) package
+	mkdir -p $(dir $(JAR))
+	rm -f python/kstreams_spark/jars/*.jar
+	cp jvm/target/scala-2.13/$(JAR_NAME) $(JAR)
+
+jar: $(JAR)
+
+$(VENV)/.installed: $(VENV)/.deps pyproject.toml $(JAR)
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	touch $@
+
+install: $(VENV)/.installed
+
+test-scala: $(JAR)
+	$(SBT) test
+
+test-python: install
+	$(PY) -m pytest -q tests
+
+test: test-scala test-python
+
+demo: install
+	$(VENV)/bin/kstreams-spark demo
+
+clean:
+	rm -rf jvm/target project/target project/project $(VENV) .tools python/kstreams_spark/jars/*.jar demo-output

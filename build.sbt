@@ -1,0 +1,43 @@
+// kstreams-spark: the Scala core. Spark itself is not resolved from a registry: Spark 4.3.0 is
+// compiled against exactly the jars that ship inside the pinned pyspark==4.3.0 wheel (Spark 4.3.0
+// artifacts are not published to Maven Central as of this writing), so the JVM and Python sides can
+// never disagree on the Spark version. The Makefile sets SPARK_JARS to that folder.
+ThisBuild / organization := "io.github.kstreams-spark"
+ThisBuild / version := "0.1.0"
+ThisBuild / scalaVersion := "2.13.18" // the Scala that pyspark 4.3.0 bundles
+
+val sparkJars = settingKey[File]("folder with the Spark 4.3.0 jars (pyspark/jars)")
+
+lazy val root = (project in file("jvm"))
+  .settings(
+    name := "kstreams-spark",
+    sparkJars := file(sys.env.getOrElse("SPARK_JARS", "SPARK_JARS-is-not-set")),
+    // Spark is "provided": on the compile and test classpaths, never packaged.
+    Compile / unmanagedJars ++= (sparkJars.value ** "*.jar").classpath,
+    libraryDependencies += "org.scalatest" %% "scalatest" % "3.2.19" % Test,
+    scalacOptions ++= Seq("-deprecation", "-feature", "-unchecked", "-release", "17"),
+    Compile / packageDoc / publishArtifact := false,
+    Test / fork := true,
+    Test / parallelExecution := false,
+    Test / javaOptions ++= Seq(
+      "-Xmx3g",
+      "-XX:+IgnoreUnrecognizedVMOptions",
+      "--add-opens=java.base/java.lang=ALL-UNNAMED",
+      "--add-opens=java.base/java.lang.invoke=ALL-UNNAMED",
+      "--add-opens=java.base/java.lang.reflect=ALL-UNNAMED",
+      "--add-opens=java.base/java.io=ALL-UNNAMED",
+      "--add-opens=java.base/java.net=ALL-UNNAMED",
+      "--add-opens=java.base/java.nio=ALL-UNNAMED",
+      "--add-opens=java.base/java.util=ALL-UNNAMED",
+      "--add-opens=java.base/java.util.concurrent=ALL-UNNAMED",
+      "--add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED",
+      "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED",
+      "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+      "--add-opens=java.base/sun.nio.cs=ALL-UNNAMED",
+      "--add-opens=java.base/sun.security.action=ALL-UNNAMED",
+      "--add-opens=java.base/sun.util.calendar=ALL-UNNAMED",
+      "-Djdk.reflect.useDirectMethodHandle=false",
+      "-Dio.netty.tryReflectionSetAccessible=true"
+    ),
+    Test / testOptions += Tests.Argument(TestFrameworks.ScalaTest, "-oD")
+  )

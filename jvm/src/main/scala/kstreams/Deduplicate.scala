@@ -1,0 +1,183 @@
+package kstreams
+
+import scala.collection.mutable
+
+import org.apache.spark.sql.{Column, DataFrame, Encoders, Row}
+import org.apache.spark.sql.functions._
+import org.apache.spark.sql.streaming._
+import org.apache.spark.sql.types._
+
+/** The KIP-655 deduplication operators (spec section 2): `deduplicateByKey`,
+  * `deduplicateByKeyValue` and `deduplicate` differ only in the dedup key and in whether state is
+  * scoped to the input partition or global. One processor does all three.
+  */
+private[kstreams] object Deduplicate {
+  val DedupKey = "__kstreams_dedup_key"
+
+  /** Plans the operator on `df`; `parts` are the columns that together form the dedup key. */
+  def apply(
+      df: DataFrame,
+      columns: StreamColumns,
+      parts: Seq[(String, Column)],
+      scope: GroupScope,
+      intervalMicros: Long): DataFrame = {
+    Sessions.requireStateStore(df)
+    val resolved = columns.resolve(df)
+    val keyStruct = struct(parts.map { case (name, c) => c.as(name) }: _*)
+    val prepared = ArrivalOrder.prepare(
+      df, resolved, scope, Seq(DedupKey -> keyStruct), watermarkDelayMicros = intervalMicros)
+    val keySchema = prepared.inputSchema(DedupKey).dataType.asInstanceOf[StructType]
+    keySchema.fields.foreach(f => StreamColumns.checkKeyType(s"dedup key part '${f.name}'", f.dataType))
+    val processor = new DeduplicateProcessor(
+      intervalMicros, prepared.layout, prepared.layout.extraIndex(DedupKey), keySchema,
+      useTimers = df.isStreaming)
+    val timeMode = if (df.isStreaming) TimeMode.EventTime() else TimeMode.None()
+    prepared.grouped.transformWithState(processor, timeMode, OutputMode.Append())(
+      Encoders.row(prepared.outputSchema))
+  }
+}
+
+/** What the dedup store keeps for a dedup key: the forwarded record's timestamp and position. */
+final case class StoredRecord(timestampMicros: Long, partition: Int, offset: Long)
+
+/** Runs the spec's dedup rule over one group's records in arrival order.
+  *
+  * State (all in the RocksDB state store, so it survives restarts):
+  *  - `store`: dedup key -> [[StoredRecord]] of the record that was forwarded;
+  *  - `streamTimes`: input partition -> its stream time (largest timestamp seen, micros);
+  *  - `sweepTimer`: the one pending event-time timer of this group.
+  *
+  * Eviction is one timer per group, not per key: when the watermark reaches it, the processor
+  * sweeps out entries that no future record can see as live (`ts < max(streamTime, watermark) -
+  * interval`) and re-arms for `sweepEveryMs` later. Results never depend on when sweeps run, since
+  * a dead entry is also ignored (and purged) when it is read.
+  */
+private[kstreams] final class DeduplicateProcessor(
+    intervalMicros: Long,
+    layout: ArrivalOrder.Layout,
+    dedupKeyIndex: Int,
+    dedupKeySchema: StructType,
+    useTimers: Boolean)
+    extends StatefulProcessor[Int, Row, Row] {
+
+  private val NoOffset = Long.MinValue
+  private val sweepEveryMs = math.max(intervalMicros / 1000, 1000L)
+
+  @transient private var store: MapState[Row, StoredRecord] = _
+  @transient private var streamTimes: MapState[Int, Long] = _
+  @transient private var sweepTimer: ValueState[Long] = _
+
+  override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
+    store = getHandle.getMapState[Row, StoredRecord](
+      "store", Encoders.row(dedupKeySchema), Encoders.product[StoredRecord], TTLConfig.NONE)
+    streamTimes = getHandle.getMapState[Int, Long](
+      "streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
+    sweepTimer = getHandle.getValueState[Long]("sweepTimer", Encoders.scalaLong, TTLConfig.NONE)
+  }
+
+  override def handleInputRows(
+      group: Int, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
+    val times = new StreamTimes(streamTimes)
+    val order = new OrderCheck(layout)
+    val forwarded = rows.filter { row =>
+      order.check(row)
+      shouldForward(row, times)
+    }.map(row => Row.fromSeq(row.toSeq.take(layout.outputWidth)))
+    forwarded ++ {
+      times.flush()
+      if (useTimers && !sweepTimer.exists()) arm(timerValues.getCurrentWatermarkInMs())
+      Iterator.empty
+    }
+  }
+
+  /** The spec's rule for one record; updates stream time and the store. */
+  private def shouldForward(row: Row, times: StreamTimes): Boolean = {
+    val partition = row.getInt(layout.partitionIndex)
+    val ts = row.getLong(layout.timestampMicrosIndex)
+    val streamTime = times.advance(partition, ts)
+    val key = row.getStruct(dedupKeyIndex)
+    if (anyNull(key)) return true // null dedup key: forward, store nothing
+
+    val offset = if (layout.offsetName.isEmpty || row.isNullAt(layout.orderIndex)) NoOffset
+      else row.getLong(layout.orderIndex)
+    val liveFrom = streamTime - intervalMicros
+    val late = ts < liveFrom
+    val entry = store.getValue(key)
+    val live = entry != null && entry.timestampMicros >= liveFrom
+    if (live && math.abs(entry.timestampMicros - ts) <= intervalMicros) {
+      // A duplicate; the same record re-delivered after a failure is forwarded again.
+      return offset != NoOffset && entry.offset == offset && entry.partition == partition
+    }
+    if (!late) store.updateValue(key, StoredRecord(ts, partition, offset))
+    else if (entry != null && !live) store.removeKey(key)
+    true
+  }
+
+  private def anyNull(key: Row): Boolean = {
+    var i = 0
+    while (i < key.length) { if (key.isNullAt(i)) return true; i += 1 }
+    false
+  }
+
+  override def handleExpiredTimer(
+      group: Int, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
+    sweepTimer.clear()
+    val watermarkMs = timerValues.getCurrentWatermarkInMs()
+    val streamTimeFloor = streamTimes.values().foldLeft(Long.MaxValue)(math.min)
+    val watermarkMicros = if (watermarkMs > Long.MaxValue / 1000) Long.MaxValue else watermarkMs * 1000
+    val evictBelow = math.max(if (streamTimeFloor == Long.MaxValue) Long.MinValue else streamTimeFloor,
+      watermarkMicros) - intervalMicros
+    val dead = store.iterator().collect { case (k, v) if v.timestampMicros < evictBelow => k }.toVector
+    dead.foreach(store.removeKey)
+    if (store.exists()) arm(watermarkMs)
+    Iterator.empty
+  }
+
+  private def arm(watermarkMs: Long): Unit = {
+    val at = math.max(watermarkMs, 0L) + sweepEveryMs
+    getHandle.registerTimer(at)
+    sweepTimer.update(at)
+  }
+
+  /** Stream time per input partition, read once per group and written back at the end. */
+  private final class StreamTimes(state: MapState[Int, Long]) {
+    private val current = mutable.HashMap.empty[Int, Long]
+    private val changed = mutable.HashSet.empty[Int]
+
+    def advance(partition: Int, ts: Long): Long = {
+      val before = current.getOrElseUpdate(partition,
+        if (state.containsKey(partition)) state.getValue(partition) else Long.MinValue)
+      if (ts > before) { current(partition) = ts; changed += partition; ts } else before
+    }
+
+    def flush(): Unit = changed.foreach(p => state.updateValue(p, current(p)))
+  }
+}
+
+/** Checks that each partition's rows arrive in offset (or timestamp) order and that the fields the
+  * spec needs are present, naming the partition and offset when they are not. */
+private[kstreams] final class OrderCheck(layout: ArrivalOrder.Layout) {
+  private val last = scala.collection.mutable.HashMap.empty[Int, Long]
+
+  def check(row: Row): Unit = {
+    if (row.isNullAt(layout.timestampMicrosIndex))
+      throw new KStreamsException(
+        s"null timestamp in column '${layout.timestampName}' at ${layout.where(row)}; " +
+          "fix the producer, or pass on_null_timestamp='skip' (Scala: NullTimestamps.Skip) " +
+          "to skip and count such records")
+    if (row.isNullAt(layout.partitionIndex))
+      throw new KStreamsException(
+        s"null partition in column '${layout.partitionName.getOrElse("")}' at ${layout.where(row)}")
+    val partition = row.getInt(layout.partitionIndex)
+    if (!row.isNullAt(layout.orderIndex)) {
+      val position = row.getLong(layout.orderIndex)
+      last.get(partition) match {
+        case Some(previous) if position < previous =>
+          throw new IllegalStateException(
+            s"kstreams internal error: partition $partition arrived out of order " +
+              s"($position after $previous); please report this with the query plan")
+        case _ => last(partition) = position
+      }
+    }
+  }
+}

@@ -1,0 +1,31 @@
+package kstreams
+
+import org.apache.spark.sql.{Column, DataFrame}
+
+/** The one JVM entry point of the Python package: everything Python needs, with plain types.
+  * Python never reimplements operator logic; it builds a [[KStream]] here and calls its methods.
+  */
+object PythonAPI {
+  /** A [[KStream]] over `df`; `partition` / `offset` may be null for "no such column". */
+  def kstream(
+      df: DataFrame,
+      key: String,
+      value: String,
+      timestamp: String,
+      partition: String,
+      offset: String,
+      onNullTimestamp: String): KStream =
+    KStream(df, StreamColumns(key, value, timestamp, Option(partition), Option(offset),
+      NullTimestamps.parse(onNullTimestamp)))
+
+  /** Microseconds in an interval string, with the same rules as the Scala API. */
+  def intervalMicros(text: String): Long = Intervals.micros(text)
+
+  def deduplicateByKey(ks: KStream, interval: String): DataFrame = ks.deduplicateByKey(interval).df
+
+  def deduplicateByKeyValue(ks: KStream, id: Column, interval: String): DataFrame =
+    ks.deduplicateByKeyValue(id, interval).df
+
+  def deduplicate(ks: KStream, id: Column, interval: String): DataFrame =
+    ks.deduplicate(id, interval).df
+}

@@ -1,0 +1,115 @@
+package kstreams
+
+import org.apache.spark.sql.DataFrame
+import org.apache.spark.sql.types._
+
+/** Which columns of a DataFrame play the parts of a Kafka record.
+  *
+  * Defaults are the names of Spark's Kafka source. `partition` and `offset` are optional: when the
+  * default name is absent the input is one partition and order inside a micro-batch is timestamp
+  * order (spec section 1); a name the caller gave explicitly must exist.
+  *
+  * {{{
+  * StreamColumns(key = "user", timestamp = "event_time", partition = Some("p"), offset = None)
+  * }}}
+  */
+final case class StreamColumns(
+    key: String = StreamColumns.DefaultKey,
+    value: String = StreamColumns.DefaultValue,
+    timestamp: String = StreamColumns.DefaultTimestamp,
+    partition: Option[String] = Some(StreamColumns.DefaultPartition),
+    offset: Option[String] = Some(StreamColumns.DefaultOffset),
+    onNullTimestamp: NullTimestamps = NullTimestamps.Fail) {
+
+  /** The columns as they resolve on `df`: optional defaults that are absent become `None`. */
+  private[kstreams] def resolve(df: DataFrame): ResolvedColumns = {
+    val schema = df.schema
+    def find(name: String): Option[StructField] = schema.fields.find(_.name == name)
+    def optional(name: Option[String], default: String, what: String): Option[StructField] =
+      name.flatMap { n =>
+        find(n) match {
+          case some @ Some(_) => some
+          case None if n == default => None
+          case None => throw StreamColumns.missing(df, n, what)
+        }
+      }
+
+    val ts = find(timestamp).getOrElse(throw StreamColumns.missing(df, timestamp, "timestamp"))
+    ts.dataType match {
+      case TimestampType =>
+      case other => throw new KStreamsException(
+        s"timestamp column '$timestamp' has type ${other.simpleString}; it must be a timestamp " +
+          s"(cast it, e.g. col('$timestamp').cast('timestamp'))")
+    }
+    val part = optional(partition, StreamColumns.DefaultPartition, "partition")
+    part.foreach { f =>
+      if (!Seq(IntegerType, ShortType, ByteType, LongType).contains(f.dataType))
+        throw new KStreamsException(
+          s"partition column '${f.name}' has type ${f.dataType.simpleString}; it must be an integer")
+    }
+    val off = optional(offset, StreamColumns.DefaultOffset, "offset")
+    off.foreach { f =>
+      if (!Seq(LongType, IntegerType, ShortType).contains(f.dataType))
+        throw new KStreamsException(
+          s"offset column '${f.name}' has type ${f.dataType.simpleString}; it must be a long")
+    }
+    ResolvedColumns(this, ts, part, off)
+  }
+
+  /** The key column, checked to exist and to be usable as a dedup key. */
+  private[kstreams] def keyField(df: DataFrame): StructField = {
+    val f = df.schema.fields.find(_.name == key)
+      .getOrElse(throw StreamColumns.missing(df, key, "key"))
+    StreamColumns.checkKeyType(s"key column '$key'", f.dataType)
+    f
+  }
+}
+
+/** What to do with a record whose timestamp is null. */
+sealed trait NullTimestamps
+object NullTimestamps {
+  /** Fail the query with an error naming the column, partition and offset (the default). */
+  case object Fail extends NullTimestamps
+  /** Skip such records and count them in the query's observed metrics. */
+  case object Skip extends NullTimestamps
+
+  def parse(text: String): NullTimestamps = text match {
+    case null | "fail" => Fail
+    case "skip" => Skip
+    case other => throw new KStreamsException(
+      s"on_null_timestamp must be 'fail' or 'skip', got '$other'")
+  }
+}
+
+private[kstreams] final case class ResolvedColumns(
+    names: StreamColumns,
+    timestamp: StructField,
+    partition: Option[StructField],
+    offset: Option[StructField])
+
+object StreamColumns {
+  val DefaultKey = "key"
+  val DefaultValue = "value"
+  val DefaultTimestamp = "timestamp"
+  val DefaultPartition = "partition"
+  val DefaultOffset = "offset"
+
+  private[kstreams] def missing(df: DataFrame, name: String, what: String) = new KStreamsException(
+    s"no $what column '$name' in the DataFrame; available columns: " +
+      df.schema.fieldNames.mkString(", "))
+
+  /** Map-typed values have no stable byte form, so they cannot identify a record. */
+  private[kstreams] def checkKeyType(what: String, dataType: DataType): Unit =
+    if (contains(dataType, t => t.isInstanceOf[MapType] || t.isInstanceOf[VariantType]))
+      throw new KStreamsException(
+        s"$what has type ${dataType.simpleString}, which cannot be a dedup key; " +
+          "use a string, binary, number or struct of those (e.g. to_json(...))")
+
+  private def contains(dataType: DataType, p: DataType => Boolean): Boolean = p(dataType) || (
+    dataType match {
+      case s: StructType => s.fields.exists(f => contains(f.dataType, p))
+      case a: ArrayType => contains(a.elementType, p)
+      case m: MapType => contains(m.keyType, p) || contains(m.valueType, p)
+      case _ => false
+    })
+}

@@ -1,0 +1,13 @@
+"""kstreams-spark: Kafka Streams semantics on Spark Structured Streaming.
+
+>>> from kstreams_spark import KStream, configure_spark
+>>> spark = configure_spark(SparkSession.builder.master("local[2]")).getOrCreate()
+>>> KStream(df).deduplicate_by_key("10 seconds").df
+"""
+from kstreams_spark._jvm import jar_path
+from kstreams_spark.errors import KStreamsError
+from kstreams_spark.kstream import KStream
+from kstreams_spark.session import configure_spark
+
+__all__ = ["KStream", "KStreamsError", "configure_spark", "jar_path"]
+__version__ = "0.1.0"

@@ -1,0 +1,5 @@
+"""The ``kstreams-spark`` console script (filled in below)."""
+
+
+def main() -> None:
+    raise SystemExit("not yet")

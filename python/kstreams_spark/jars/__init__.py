@@ -1,0 +1,1 @@
+"""The kstreams-spark JVM jar, built by ``make jar`` and shipped inside the Python package."""

@@ -1,0 +1,26 @@
+import os
+import sys
+
+import pytest
+from pyspark.sql import SparkSession
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from kstreams_spark import configure_spark  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One real local Spark session with the RocksDB state store, shared by the tests."""
+    session = (
+        configure_spark(SparkSession.builder.master("local[2]"))
+        .appName("kstreams-spark-tests")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.streaming.stateStore.rocksdb.compactOnCommit", "false")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

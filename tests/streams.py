@@ -1,0 +1,166 @@
+"""Test helpers: records as in the spec's tables, run through a real Spark query.
+
+A record is written ``key@t`` in the spec; here ``Rec("a", 10)`` (t in seconds, or ``ms=``).
+Streaming runs read JSON files with ``maxFilesPerTrigger=1``, so each file is one micro-batch, and
+write a Parquet sink (exactly-once) that the test reads back.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Optional, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+BASE = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+SCHEMA = T.StructType(
+    [
+        T.StructField("key", T.StringType()),
+        T.StructField("value", T.StringType()),
+        T.StructField("timestamp", T.TimestampType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("offset", T.LongType()),
+    ]
+)
+
+
+@dataclass
+class Rec:
+    key: Optional[str]
+    t: Optional[float] = None  # seconds after BASE
+    partition: int = 0
+    offset: Optional[int] = None  # filled in arrival order per partition when None
+    value: Optional[str] = None
+    ms: Optional[int] = None  # milliseconds after BASE, instead of t
+
+    def timestamp(self) -> Optional[dt.datetime]:
+        if self.ms is not None:
+            return BASE + dt.timedelta(milliseconds=self.ms)
+        if self.t is None:
+            return None
+        return BASE + dt.timedelta(seconds=self.t)
+
+
+def with_offsets(records: Sequence[Rec]) -> list[Rec]:
+    """Gives records without an offset the next offset of their partition, in list order."""
+    next_offset: dict[int, int] = {}
+    out = []
+    for r in records:
+        off = r.offset if r.offset is not None else next_offset.get(r.partition, 0)
+        next_offset[r.partition] = max(next_offset.get(r.partition, 0), off + 1)
+        out.append(Rec(r.key, r.t, r.partition, off, r.value if r.value is not None else f"v{len(out)}", r.ms))
+    return out
+
+
+def row_of(r: Rec) -> tuple:
+    return (r.key, r.value, r.timestamp(), r.partition, r.offset)
+
+
+def batch_df(spark: SparkSession, records: Sequence[Rec]) -> DataFrame:
+    return spark.createDataFrame([row_of(r) for r in records], SCHEMA)
+
+
+def _write_file(path: str, records: Iterable[Rec], mtime: int) -> None:
+    with open(path, "w") as f:
+        for r in records:
+            ts = r.timestamp()
+            f.write(
+                json.dumps(
+                    {
+                        "key": r.key,
+                        "value": r.value,
+                        "timestamp": ts.isoformat() if ts else None,
+                        "partition": r.partition,
+                        "offset": r.offset,
+                    }
+                )
+                + "\n"
+            )
+    os.utime(path, (mtime, mtime))
+
+
+@dataclass
+class StreamRun:
+    """A streaming query over JSON files, one file per micro-batch, restartable."""
+
+    spark: SparkSession
+    root: str
+    op: Callable[[DataFrame], DataFrame]
+    schema: T.StructType = SCHEMA
+    files: int = 0
+    progress: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for d in ("in", "out", "checkpoint"):
+            os.makedirs(os.path.join(self.root, d), exist_ok=True)
+
+    def add_batch(self, records: Sequence[Rec]) -> None:
+        path = os.path.join(self.root, "in", f"batch-{self.files:05d}.json")
+        _write_file(path, records, 1_700_000_000 + self.files)
+        self.files += 1
+
+    def run(self) -> None:
+        """Starts the query from the checkpoint, processes every file there, and stops."""
+        source = (
+            self.spark.readStream.schema(self.schema)
+            .option("maxFilesPerTrigger", 1)
+            .json(os.path.join(self.root, "in"))
+        )
+        query = (
+            self.op(source)
+            .writeStream.format("parquet")
+            .option("path", os.path.join(self.root, "out"))
+            .option("checkpointLocation", os.path.join(self.root, "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        self.progress.extend(query.recentProgress)
+
+    def output(self) -> DataFrame:
+        return self.spark.read.parquet(os.path.join(self.root, "out"))
+
+
+def forwarded(df: DataFrame) -> list[tuple]:
+    """(key, value) of the rows, in (partition, offset) order."""
+    return [(r["key"], r["value"]) for r in df.orderBy("partition", "offset").collect()]
+
+
+MODES = ("batch", "one_micro_batch", "split", "split_restart")
+
+
+def run_mode(
+    spark: SparkSession,
+    tmp_path,
+    records: Sequence[Rec],
+    op: Callable[[DataFrame], DataFrame],
+    mode: str,
+) -> DataFrame:
+    """Runs ``op`` over ``records`` as a batch DataFrame, as one micro-batch, one micro-batch per
+    record, or one per record with a restart from the checkpoint half-way."""
+    records = with_offsets(records)
+    if mode == "batch":
+        return op(batch_df(spark, records))
+    run = StreamRun(spark, str(tmp_path), op)
+    if mode == "one_micro_batch":
+        run.add_batch(records)
+        run.run()
+    elif mode == "split":
+        for r in records:
+            run.add_batch([r])
+        run.run()
+    elif mode == "split_restart":
+        half = max(1, len(records) // 2)
+        for r in records[:half]:
+            run.add_batch([r])
+        run.run()
+        for r in records[half:]:
+            run.add_batch([r])
+        run.run()
+    else:
+        raise ValueError(mode)
+    return spark.read.parquet(os.path.join(str(tmp_path), "out"))
