@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 BASE = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+AUTO = "<auto>"  # Rec.value default: "v<index>" in the record list
 
 SCHEMA = T.StructType(
     [
@@ -34,7 +35,7 @@ class Rec:
     t: Optional[float] = None  # seconds after BASE
     partition: int = 0
     offset: Optional[int] = None  # filled in arrival order per partition when None
-    value: Optional[str] = None
+    value: Optional[str] = AUTO
     ms: Optional[int] = None  # milliseconds after BASE, instead of t
 
     def timestamp(self) -> Optional[dt.datetime]:
@@ -52,7 +53,7 @@ def with_offsets(records: Sequence[Rec]) -> list[Rec]:
     for r in records:
         off = r.offset if r.offset is not None else next_offset.get(r.partition, 0)
         next_offset[r.partition] = max(next_offset.get(r.partition, 0), off + 1)
-        out.append(Rec(r.key, r.t, r.partition, off, r.value if r.value is not None else f"v{len(out)}", r.ms))
+        out.append(Rec(r.key, r.t, r.partition, off, r.value if r.value != AUTO else f"v{len(out)}", r.ms))
     return out
 
 

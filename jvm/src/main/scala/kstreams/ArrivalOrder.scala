@@ -104,8 +104,8 @@ private[kstreams] object ArrivalOrder {
       unix_micros(col(quote(tsName))).as(TimestampMicros)) ++
       extra.map { case (name, c) => c.as(name) }
 
-    val prepared = ArrivalOrderSort.sortWithinPartitions(
-      checked.select(selected: _*).repartition(col(Group)), Seq(Group, Partition, Order))
+    val prepared = ArrivalOrderSort.partitionAndSort(
+      checked.select(selected: _*), Group, Seq(Partition, Order))
 
     val schema = prepared.schema
     val layout = Layout(

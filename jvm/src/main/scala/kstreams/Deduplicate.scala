@@ -175,7 +175,8 @@ private[kstreams] final class OrderCheck(layout: ArrivalOrder.Layout) {
         case Some(previous) if position < previous =>
           throw new IllegalStateException(
             s"kstreams internal error: partition $partition arrived out of order " +
-              s"($position after $previous); please report this with the query plan")
+              s"($position after $previous), so Spark re-shuffled the input after kstreams sorted " +
+              "it. Please report this with the query plan (query.explain()).")
         case _ => last(partition) = position
       }
     }

@@ -1,36 +1,71 @@
 package org.apache.spark.sql.kstreams
 
 import org.apache.spark.sql.{DataFrame, Row}
-import org.apache.spark.sql.catalyst.expressions.{Attribute, SortOrder, Ascending}
+import org.apache.spark.sql.catalyst.expressions.{Ascending, Attribute, SortOrder}
 import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, UnaryNode}
+import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning
 import org.apache.spark.sql.classic
 import org.apache.spark.sql.execution.{SortExec, SparkPlan, SparkStrategy}
+import org.apache.spark.sql.execution.exchange.{REQUIRED_BY_STATEFUL_OPERATOR, ShuffleExchangeExec}
+import org.apache.spark.sql.execution.streaming.runtime.{StreamExecution, StreamingQueryWrapper}
+import org.apache.spark.sql.internal.SQLConf
 
-/** A per-partition sort that is allowed on streaming plans.
+/** Hash-partitions rows on `groupBy` and sorts each partition by `order`; allowed on streaming
+  * plans.
   *
   * Spark refuses `sortWithinPartitions` on streaming DataFrames, because a sort there usually means
   * a global order Spark cannot give. We need only the per-task order of one micro-batch (records of
-  * a Kafka partition in offset order), which is exactly what a local `SortExec` gives. Lives in
-  * Spark's package to build a Dataset from a logical plan.
+  * a Kafka partition in offset order), which a shuffle followed by a local `SortExec` gives. The
+  * shuffle is planned here, not left to `EnsureRequirements`, so that it sits *below* the sort and
+  * is exactly the partitioning a stateful operator grouped on `groupBy` requires (Spark then adds
+  * no shuffle or sort of its own), even when the optimizer folds a constant grouping column.
+  * Lives in Spark's package to build a Dataset from a logical plan.
   */
-case class ArrivalOrderSort(order: Seq[SortOrder], child: LogicalPlan) extends UnaryNode {
+case class ArrivalOrderSort(groupBy: Seq[Attribute], order: Seq[SortOrder], child: LogicalPlan)
+    extends UnaryNode {
   override def output: Seq[Attribute] = child.output
-  override def maxRows: Option[Long] = child.maxRows
   override protected def withNewChildInternal(newChild: LogicalPlan): ArrivalOrderSort =
     copy(child = newChild)
 }
 
-/** Plans [[ArrivalOrderSort]] as a local (non-global) sort. */
+/** Plans [[ArrivalOrderSort]] as a hash shuffle (state-store partitioning) and a local sort. */
 object ArrivalOrderStrategy extends SparkStrategy {
   override def apply(plan: LogicalPlan): Seq[SparkPlan] = plan match {
-    case ArrivalOrderSort(order, child) => SortExec(order, global = false, planLater(child)) :: Nil
+    case ArrivalOrderSort(groupBy, order, child) =>
+      val partitioning = HashPartitioning(groupBy, statePartitions())
+      val shuffle = ShuffleExchangeExec(partitioning, planLater(child), REQUIRED_BY_STATEFUL_OPERATOR)
+      SortExec(order, global = false, shuffle) :: Nil
     case _ => Nil
+  }
+
+  /** The partition count of the state store a stateful operator of this plan will use.
+    *
+    * A restarted query keeps the count its checkpoint was created with, whatever the session says
+    * now (Spark's own stateful operators read it from the offset log). When planning runs on a
+    * stream's thread, read it from that stream's offset log too; otherwise use the session's.
+    */
+  private def statePartitions(): Int = {
+    val fallback = SQLConf.get.numShufflePartitions
+    val sessions = Seq(classic.SparkSession.getActiveSession, classic.SparkSession.getDefaultSession).flatten
+    val queryId = sessions.headOption.flatMap(s =>
+      Option(s.sparkContext.getLocalProperty(StreamExecution.QUERY_ID_KEY)))
+    val execution = queryId.flatMap { id =>
+      sessions.iterator.flatMap(s => Option(s.streams.get(id))).collectFirst {
+        case wrapper: StreamingQueryWrapper => wrapper.streamingQuery
+        case execution: StreamExecution => execution
+      }
+    }
+    val restored = execution.flatMap(_.offsetLog.getLatest())
+      .flatMap { case (_, offsets) => offsets.metadataOpt }
+      .flatMap(_.conf.get(SQLConf.SHUFFLE_PARTITIONS.key))
+    restored.map(_.toInt).getOrElse(fallback)
   }
 }
 
 object ArrivalOrderSort {
-  /** `df` sorted inside each partition by the named columns, ascending; streaming or batch. */
-  def sortWithinPartitions(df: DataFrame, columnNames: Seq[String]): DataFrame = {
+  /** `df` hash-partitioned on `groupBy` and sorted inside each partition by `orderBy` (ascending,
+    * after `groupBy`); streaming or batch. */
+  def partitionAndSort(df: DataFrame, groupBy: String, orderBy: Seq[String]): DataFrame = {
     val ds = df.asInstanceOf[classic.Dataset[Row]]
     val session = ds.sparkSession
     val strategies = session.experimental.extraStrategies
@@ -38,11 +73,9 @@ object ArrivalOrderSort {
       session.experimental.extraStrategies = strategies :+ ArrivalOrderStrategy
     }
     val plan = ds.queryExecution.analyzed
-    val order = columnNames.map { name =>
-      val attribute = plan.output.find(_.name == name).getOrElse(
-        throw new IllegalArgumentException(s"no column $name to sort by"))
-      SortOrder(attribute, Ascending)
-    }
-    classic.Dataset.ofRows(session, ArrivalOrderSort(order, plan))
+    def attribute(name: String) = plan.output.find(_.name == name).getOrElse(
+      throw new IllegalArgumentException(s"no column $name"))
+    val order = (groupBy +: orderBy).map(name => SortOrder(attribute(name), Ascending))
+    classic.Dataset.ofRows(session, ArrivalOrderSort(Seq(attribute(groupBy)), order, plan))
   }
 }

@@ -1,0 +1,133 @@
+package kstreams
+
+import java.nio.file.Files
+import java.time.Duration
+
+import org.apache.spark.sql.DataFrame
+
+import org.apache.spark.sql.Encoders
+import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
+import org.apache.spark.sql.functions.col
+
+/** SEMANTICS.md section 2 through the Scala API: each example in one micro-batch, one micro-batch
+  * per record, with a restart from the checkpoint half-way, and as a batch DataFrame. */
+class DeduplicateSpec extends SparkSuite {
+  import Event.at
+
+  private val T = 100.0
+  private val examples: Seq[(String, String, Seq[Event], Seq[Int])] = Seq(
+    ("a@t, a@t+8, a@t+11", "10 seconds", Seq(at("a", T), at("a", T + 8), at("a", T + 11)), Seq(0, 2)),
+    ("a@t, a@t-8, a@t-11", "10 seconds", Seq(at("a", T), at("a", T - 8), at("a", T - 11)), Seq(0, 2)),
+    ("a@5, a@15, a@16", "10 seconds", Seq(at("a", 5), at("a", 15), at("a", 16)), Seq(0, 2)),
+    ("a@15, a@5, a@4", "10 seconds", Seq(at("a", 15), at("a", 5), at("a", 4)), Seq(0, 2)),
+    ("interval 0: a@5, a@5, a@6", "0 s", Seq(at("a", 5), at("a", 5), at("a", 6)), Seq(0, 2)),
+    ("k@20, k@25, k@11, k@9", "10 seconds",
+      Seq(at("k", 20), at("k", 25), at("k", 11), at("k", 9)), Seq(0, 3)),
+    ("k1@10, k2@20, k1@9", "10 seconds", Seq(at("k1", 10), at("k2", 20), at("k1", 9)), Seq(0, 1)),
+    ("k1@10, k2@21, k1@9", "10 seconds", Seq(at("k1", 10), at("k2", 21), at("k1", 9)), Seq(0, 1, 2)),
+    ("100 ms: k1@150ms, x@200ms, k1@60ms", "100 ms",
+      Seq(at("k1", 0.150), at("x", 0.200), at("k1", 0.060)), Seq(0, 1)),
+    ("100 ms: x@200ms, k1@50ms, k1@10ms", "100 ms",
+      Seq(at("x", 0.200), at("k1", 0.050), at("k1", 0.010)), Seq(0, 1, 2)))
+
+  private def byKey(interval: String): DataFrame => DataFrame =
+    df => KStream(df).deduplicateByKey(interval).df
+
+  for ((name, interval, events, expected) <- examples) {
+    val want = expected.map(i => s"v$i")
+    test(s"deduplicateByKey $name: batch DataFrame") {
+      val out = byKey(interval)(batch(events))
+      assert(out.orderBy("offset").collect().map(_.getAs[String]("value")).toSeq == want)
+    }
+    test(s"deduplicateByKey $name: one micro-batch") {
+      assert(stream(Seq(events), byKey(interval)) == want)
+    }
+    test(s"deduplicateByKey $name: one micro-batch per record, restart half-way") {
+      assert(stream(events.map(Seq(_)), byKey(interval), restartBefore = Set(events.size / 2)) == want)
+    }
+  }
+
+  test("same record delivered again in a later batch (same offset) is forwarded again") {
+    val first = Event.at("a", 10, offset = 7, value = "first")
+    val again = first.copy(value = "again")
+    val realDuplicate = Event.at("a", 10, offset = 8, value = "dup")
+    val out = stream(Seq(Seq(first), Seq(again), Seq(realDuplicate)), byKey("10 seconds"))
+    assert(out == Seq("first", "again"))
+  }
+
+  test("deduplicateByKeyValue keys on (key, id) per partition") {
+    val events = Seq(at("a", 10, value = "e1"), at("a", 11, value = "e2"), at("a", 12, value = "e1"),
+      at("a", 12, partition = 1, value = "e1"))
+    val out = stream(Seq(events), df => KStream(df).deduplicateByKeyValue(col("value"),
+      Duration.ofSeconds(10)).df)
+    assert(out == Seq("e1", "e2", "e1"))
+  }
+
+  test("deduplicate is global over partitions; stream time stays per partition") {
+    // x@95 on partition 1 meets the entry partition 0 stored at 100: |100-95| <= 10 -> dropped.
+    val events = Seq(at("x", 100, partition = 0), at("y", 50, partition = 1),
+      at("x", 95, partition = 1))
+    val op = (df: DataFrame) => KStream(df).deduplicate(col("key"), Duration.ofSeconds(10)).df
+    assert(stream(events.map(Seq(_)), op, restartBefore = Set(2)) == Seq("v0", "v1"))
+  }
+
+  test("per-partition stream time: a far-ahead partition does not make another's records late") {
+    val events = Seq(at("a", 100, partition = 0), at("b", 10, partition = 1), at("b", 5, partition = 1))
+    assert(stream(Seq(events), byKey("10 seconds")) == Seq("v0", "v1"))
+  }
+
+  test("null keys are forwarded and never stored") {
+    val events = Seq(at(null, 1), at(null, 1), at("a", 2), at("a", 3))
+    assert(stream(Seq(events), byKey("10 seconds")) == Seq("v0", "v1", "v2"))
+  }
+
+  test("state is evicted once stream time passes ts + interval (bounded state)") {
+    // 60 distinct keys, one per second, 5 per micro-batch, interval 5 s: without eviction the
+    // store would end with 60 entries; with it, those of the last few seconds remain.
+    val events = Event.numbered((0 until 60).map(i => at(s"k$i", i.toDouble)))
+    val input = MemoryStream[Event](Encoders.product[Event], spark)
+    val query = KStream(input.toDF()).deduplicateByKey("5 seconds").df.writeStream
+      .format("noop")
+      .option("checkpointLocation", Files.createTempDirectory("evict").toString)
+      .start()
+    val stateRows = try {
+      events.grouped(5).map { b =>
+        input.addData(b)
+        query.processAllAvailable()
+        query.lastProgress.stateOperators.head.numRowsTotal
+      }.toVector
+    } finally query.stop()
+    assert(stateRows.last < 20, s"state rows after each batch: $stateRows")
+  }
+
+  test("errors name what is wrong") {
+    val df = batch(Seq(at("a", 1)))
+    val missing = intercept[KStreamsException](KStream(df, StreamColumns(key = "user"))
+      .deduplicateByKey("1 s"))
+    assert(missing.getMessage.contains("no key column 'user'"))
+    assert(missing.getMessage.contains("available columns: key, value, timestamp, partition, offset"))
+    val badId = intercept[KStreamsException](KStream(df).deduplicate(col("nope"), "1 s"))
+    assert(badId.getMessage.contains("does not resolve on this DataFrame"))
+    val noRocks = spark.newSession()
+    noRocks.conf.set(Sessions.ProviderKey,
+      "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider")
+    val otherDf = noRocks.createDataFrame(Event.numbered(Seq(at("a", 1))))
+    val e = intercept[KStreamsException](KStream(otherDf).deduplicateByKey("1 s"))
+    assert(e.getMessage.contains(s"Set ${Sessions.ProviderKey}=${Sessions.RocksDBProvider}"))
+  }
+
+  test("a null timestamp fails the query naming column, partition and offset") {
+    val events = Seq(at("a", 1), Event("a", null, null, 2, 5L))
+    val e = intercept[Exception](stream(Seq(events), byKey("1 s")))
+    assert(rootMessages(e).exists(_.contains("null timestamp in column 'timestamp' at partition 2, offset 5")))
+  }
+
+  test("skip policy drops null timestamps and counts them") {
+    val df = batch(Seq(at("a", 1))).union(batch(Seq(Event("b", "x", null, 0, 9L))))
+    val out = KStream(df, StreamColumns(onNullTimestamp = NullTimestamps.Skip)).deduplicateByKey("1 s").df
+    assert(out.collect().map(_.getAs[String]("key")).toSeq == Seq("a"))
+  }
+
+  private def rootMessages(e: Throwable): Seq[String] =
+    Iterator.iterate(e)(_.getCause).takeWhile(_ != null).map(t => String.valueOf(t.getMessage)).toSeq
+}

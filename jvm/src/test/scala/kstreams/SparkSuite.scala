@@ -1,0 +1,81 @@
+package kstreams
+
+import java.nio.file.Files
+import java.sql.Timestamp
+
+import scala.collection.mutable
+
+import org.apache.spark.sql.{DataFrame, Encoders, Row, SparkSession}
+import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
+import org.apache.spark.sql.streaming.StreamingQuery
+import org.scalatest.BeforeAndAfterAll
+import org.scalatest.funsuite.AnyFunSuite
+
+/** A record as the spec writes it: `key@seconds`, on a partition at an offset. */
+final case class Event(key: String, value: String, timestamp: Timestamp, partition: Int, offset: Long)
+
+object Event {
+  val Base: Long = Timestamp.valueOf("2026-01-01 00:00:00").getTime
+
+  def at(key: String, seconds: Double, partition: Int = 0, offset: Long = -1, value: String = null) =
+    Event(key, value, new Timestamp(Base + math.round(seconds * 1000)), partition, offset)
+
+  /** Numbers records without an offset per partition in list order; values default to v<index>. */
+  def numbered(events: Seq[Event]): Seq[Event] = {
+    val next = mutable.Map.empty[Int, Long].withDefaultValue(0L)
+    events.zipWithIndex.map { case (e, i) =>
+      val offset = if (e.offset >= 0) e.offset else next(e.partition)
+      next(e.partition) = math.max(next(e.partition), offset + 1)
+      e.copy(offset = offset, value = Option(e.value).getOrElse(s"v$i"))
+    }
+  }
+}
+
+/** A real local Spark session with the RocksDB state store, and helpers to run streams. */
+trait SparkSuite extends AnyFunSuite with BeforeAndAfterAll {
+  lazy val spark: SparkSession = KStream
+    .configure(SparkSession.builder().master("local[2]").appName(getClass.getSimpleName))
+    .config("spark.sql.shuffle.partitions", "2")
+    .config("spark.ui.enabled", "false")
+    .config("spark.sql.session.timeZone", "UTC")
+    .getOrCreate()
+
+  override def beforeAll(): Unit = spark.sparkContext.setLogLevel("ERROR")
+  override def afterAll(): Unit = spark.stop()
+
+  def batch(events: Seq[Event]): DataFrame =
+    spark.createDataFrame(Event.numbered(events)).toDF()
+
+  /** Runs `op` over a MemoryStream, one micro-batch per element of `batches`, restarting the query
+    * from its checkpoint before the batches whose index is in `restartBefore`. Returns the values
+    * forwarded, in (partition, offset) order. */
+  def stream(
+      batches: Seq[Seq[Event]],
+      op: DataFrame => DataFrame,
+      restartBefore: Set[Int] = Set.empty): Seq[String] = {
+    val numbered = Event.numbered(batches.flatten).iterator
+    val numberedBatches = batches.map(b => b.map(_ => numbered.next()))
+    val input = MemoryStream[Event](Encoders.product[Event], spark)
+    val checkpoint = Files.createTempDirectory("kstreams-checkpoint").toString
+    val output = mutable.Map.empty[Long, Seq[Row]]
+    def start(): StreamingQuery = op(input.toDF()).writeStream
+      .option("checkpointLocation", checkpoint)
+      .foreachBatch { (df: DataFrame, batchId: Long) =>
+        // keyed by batch id: a replayed batch replaces its earlier output (exactly once)
+        output.synchronized { output(batchId) = df.collect().toSeq }
+        ()
+      }
+      .start()
+    var query = start()
+    try {
+      numberedBatches.zipWithIndex.foreach { case (events, i) =>
+        if (restartBefore.contains(i)) { query.stop(); query = start() }
+        input.addData(events)
+        query.processAllAvailable()
+      }
+    } finally query.stop()
+    output.values.flatten.toSeq
+      .sortBy(r => (r.getAs[Int]("partition"), r.getAs[Long]("offset")))
+      .map(_.getAs[String]("value"))
+  }
+}

@@ -1,0 +1,74 @@
+"""Generated at-least-once event streams, the way producers make duplicates (seed 001).
+
+Each partition gets a run of events with unique ids (the record key) and event times that drift
+out of order. Now and then the producer "fails" after sending a batch and sends the tail of it
+again: the same records (key, value, timestamp) at new offsets.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+from dataclasses import dataclass
+
+BASE = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+@dataclass
+class GeneratedStream:
+    files: int
+    records: int
+    unique_events: int
+    replayed: int
+
+
+def generate(
+    folder: str,
+    rows: int = 200_000,
+    partitions: int = 4,
+    files: int = 20,
+    replay_probability: float = 0.2,
+    max_replay: int = 50,
+    out_of_order_ms: int = 2_000,
+    seed: int = 42,
+) -> GeneratedStream:
+    """Writes about ``rows`` JSON records into ``files`` files in ``folder`` (file i is micro-batch
+    i when read with maxFilesPerTrigger=1) and returns what it wrote."""
+    rng = random.Random(seed)
+    os.makedirs(folder, exist_ok=True)
+    per_file_per_partition = max(1, rows // (files * partitions))
+    offsets = [0] * partitions
+    sent: list[list[dict]] = [[] for _ in range(partitions)]
+    event_no = 0
+    total = replayed = 0
+    for f in range(files):
+        lines = []
+        for p in range(partitions):
+            batch = []
+            for _ in range(per_file_per_partition):
+                event_no += 1
+                millis = event_no * 5 + rng.randint(-out_of_order_ms, out_of_order_ms)
+                ts = BASE + dt.timedelta(milliseconds=millis)
+                batch.append({
+                    "key": f"event-{event_no}",
+                    "value": json.dumps({"id": event_no, "amount": rng.randint(1, 500)}),
+                    "timestamp": ts.isoformat(),
+                    "partition": p,
+                })
+            if rng.random() < replay_probability:
+                # the producer did not see the ack: the tail of this batch goes out again
+                tail = batch[-rng.randint(1, min(max_replay, len(batch))):]
+                replayed += len(tail)
+                batch = batch + [dict(r) for r in tail]
+            for r in batch:
+                r["offset"] = offsets[p]
+                offsets[p] += 1
+                lines.append(json.dumps(r))
+            total += len(batch)
+            sent[p].extend(batch)
+        path = os.path.join(folder, f"part-{f:05d}.json")
+        with open(path, "w") as out:
+            out.write("\n".join(lines) + "\n")
+        os.utime(path, (1_700_000_000 + f, 1_700_000_000 + f))
+    return GeneratedStream(files=files, records=total, unique_events=event_no, replayed=replayed)

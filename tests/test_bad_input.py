@@ -1,0 +1,151 @@
+"""Bad input gets a clear error naming what is wrong; nothing is silently dropped."""
+from datetime import timedelta
+
+import pytest
+from pyspark.sql import functions as F
+
+from kstreams_spark import KStream, KStreamsError
+from streams import SCHEMA, Rec, StreamRun, batch_df, with_offsets
+
+
+@pytest.fixture()
+def df(spark):
+    return batch_df(spark, with_offsets([Rec("a", 1), Rec("a", 2)]))
+
+
+def test_missing_key_column_lists_available_columns(spark, df):
+    with pytest.raises(KStreamsError, match=r"no key column 'user'.*available columns: key, value, timestamp, partition, offset"):
+        KStream(df, key="user").deduplicate_by_key("10 s")
+
+
+def test_missing_timestamp_column(spark, df):
+    with pytest.raises(KStreamsError, match="no timestamp column 'ts'"):
+        KStream(df, timestamp="ts").deduplicate_by_key("10 s")
+
+
+def test_explicit_partition_column_must_exist(spark, df):
+    with pytest.raises(KStreamsError, match="no partition column 'p'"):
+        KStream(df, partition="p").deduplicate_by_key("10 s")
+
+
+def test_wrong_timestamp_type(spark, df):
+    bad = df.withColumn("timestamp", F.col("timestamp").cast("string"))
+    with pytest.raises(KStreamsError, match="timestamp column 'timestamp' has type string; it must be a timestamp"):
+        KStream(bad).deduplicate_by_key("10 s")
+
+
+def test_wrong_partition_type(spark, df):
+    bad = df.withColumn("partition", F.lit("zero"))
+    with pytest.raises(KStreamsError, match="partition column 'partition' has type string"):
+        KStream(bad).deduplicate_by_key("10 s")
+
+
+def test_map_key_is_refused(spark, df):
+    bad = df.withColumn("key", F.create_map(F.lit("a"), F.lit(1)))
+    with pytest.raises(KStreamsError, match="key column 'key' has type map<string,int>, which cannot be a dedup key"):
+        KStream(bad).deduplicate_by_key("10 s")
+
+
+@pytest.mark.parametrize(
+    "interval, message",
+    [
+        ("-5 seconds", "interval must not be negative, got '-5 seconds'"),
+        (timedelta(seconds=-1), "interval must not be negative"),
+        ("ten seconds", "cannot read interval 'ten seconds'"),
+        ("10 parsecs", "cannot read interval '10 parsecs'"),
+        ("", "cannot read interval ''"),
+    ],
+)
+def test_bad_intervals(spark, df, interval, message):
+    with pytest.raises(KStreamsError, match=message):
+        KStream(df).deduplicate_by_key(interval)
+
+
+def test_interval_of_wrong_type(spark, df):
+    with pytest.raises(KStreamsError, match="interval must be a datetime.timedelta or a string"):
+        KStream(df).deduplicate_by_key(10)
+
+
+@pytest.mark.parametrize(
+    "interval", ["10s", "10 seconds", "10000 ms", "PT10S", timedelta(seconds=10), "0.1 min 4 s"]
+)
+def test_interval_spellings(spark, df, interval):
+    # a@1, a@2 -> one record with any of these spellings of 10 s
+    assert KStream(df).deduplicate_by_key(interval).df.count() == 1
+
+
+def test_interval_finer_than_a_microsecond(spark, df):
+    with pytest.raises(KStreamsError, match="finer than a microsecond"):
+        KStream(df).deduplicate_by_key("0.5 us")
+
+
+def test_id_of_wrong_type(spark, df):
+    with pytest.raises(KStreamsError, match="id must be a column name or a Column, got int 3"):
+        KStream(df).deduplicate(3, "10 s")
+
+
+def test_id_column_that_does_not_exist(spark, df):
+    with pytest.raises(KStreamsError, match="the id expression .*nope.* does not resolve on this DataFrame"):
+        KStream(df).deduplicate("nope", "10 s")
+
+
+def test_id_column_of_another_dataframe(spark, df):
+    other = spark.range(3).withColumnRenamed("id", "other_id")
+    with pytest.raises(KStreamsError, match="does not resolve on this DataFrame"):
+        KStream(df).deduplicate_by_key_value(other["other_id"], "10 s")
+
+
+def test_not_a_dataframe():
+    with pytest.raises(KStreamsError, match="KStream needs a pyspark DataFrame, got list"):
+        KStream([1, 2])
+
+
+def test_bad_on_null_timestamp_option(spark, df):
+    with pytest.raises(KStreamsError, match="on_null_timestamp must be 'fail' or 'skip', got 'drop'"):
+        KStream(df, on_null_timestamp="drop")
+
+
+def test_session_without_rocksdb_says_what_to_set(spark, df):
+    other = spark.newSession()
+    other.conf.set(
+        "spark.sql.streaming.stateStore.providerClass",
+        "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    )
+    df2 = other.createDataFrame(df.collect(), SCHEMA)
+    with pytest.raises(KStreamsError) as e:
+        KStream(df2).deduplicate_by_key("10 s")
+    msg = str(e.value)
+    assert "need the RocksDB state store" in msg
+    assert "spark.sql.streaming.stateStore.providerClass=org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider" in msg
+    assert "configure_spark" in msg
+
+
+def test_null_timestamp_fails_batch_query_naming_partition_and_offset(spark):
+    df = batch_df(spark, with_offsets([Rec("a", 1), Rec("a", None), Rec("b", 3)]))
+    with pytest.raises(Exception) as e:
+        KStream(df).deduplicate_by_key("10 s").df.collect()
+    assert "null timestamp in column 'timestamp' at partition 0, offset 1" in str(e.value)
+
+
+def test_null_timestamp_fails_streaming_query_naming_partition_and_offset(spark, tmp_path):
+    run = StreamRun(spark, str(tmp_path), lambda d: KStream(d).deduplicate_by_key("10 s").df)
+    run.add_batch(with_offsets([Rec("a", 1, partition=3), Rec("a", None, partition=3)]))
+    with pytest.raises(Exception) as e:
+        run.run()
+    assert "null timestamp in column 'timestamp' at partition 3, offset 1" in str(e.value)
+    assert "on_null_timestamp='skip'" in str(e.value)
+
+
+def test_null_timestamps_can_be_skipped_and_counted(spark, tmp_path):
+    op = lambda d: KStream(d, on_null_timestamp="skip").deduplicate_by_key("10 s").df  # noqa: E731
+    run = StreamRun(spark, str(tmp_path), op)
+    run.add_batch(with_offsets([Rec("a", 1), Rec("a", None), Rec("b", None), Rec("b", 3)]))
+    run.run()
+    assert sorted(r["key"] for r in run.output().collect()) == ["a", "b"]
+    counts = [
+        m["null_timestamps_skipped"]
+        for p in run.progress
+        for name, m in p["observedMetrics"].items()
+        if name.startswith("kstreams_null_timestamps")
+    ]
+    assert sum(counts) == 2
