@@ -56,5 +56,13 @@ test: test-scala test-python
 demo: install
 	$(VENV)/bin/kstreams-spark demo
 
+$(VENV)/.bench-deps: $(VENV)/.deps requirements-bench.txt
+	$(PY) -m pip install -q -r requirements-bench.txt
+	touch $@
+
+# BENCH_ARGS="--rows 200000 --keys 150000" for a quick run
+bench: install $(VENV)/.bench-deps
+	$(PY) benchmarks/bench.py $(BENCH_ARGS)
+
 clean:
 	rm -rf jvm/target project/target project/project $(VENV) .tools python/kstreams_spark/jars/*.jar demo-output

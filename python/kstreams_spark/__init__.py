@@ -6,8 +6,19 @@
 """
 from kstreams_spark._jvm import jar_path
 from kstreams_spark.errors import KStreamsError
-from kstreams_spark.kstream import KStream
+from kstreams_spark.kstream import KGroupedStream, KStream, SessionWindows, TimeWindows, WindowedKStream
+from kstreams_spark.metrics import operator_metrics
 from kstreams_spark.session import configure_spark
 
-__all__ = ["KStream", "KStreamsError", "configure_spark", "jar_path"]
+__all__ = [
+    "KGroupedStream",
+    "KStream",
+    "KStreamsError",
+    "SessionWindows",
+    "TimeWindows",
+    "WindowedKStream",
+    "configure_spark",
+    "jar_path",
+    "operator_metrics",
+]
 __version__ = "0.1.0"

@@ -84,6 +84,22 @@ class KStream:
         jid = _java_column(id)
         return self._wrap(lambda: self._api.deduplicate(self._jks, jid, _interval(interval)))
 
+    def deduplicate_by_sequence(self, sequence: ColumnOrName) -> "KStream":
+        """Forward a record only if its sequence number (an integer column or expression) is
+        greater than the highest forwarded on its input partition; null passes (seed 001).
+
+        >>> KStream(df).deduplicate_by_sequence("seq").df
+        """
+        jseq = _java_column(sequence, "sequence")
+        return self._wrap(lambda: self._api.deduplicateBySequence(self._jks, jseq))
+
+    def group_by_key(self) -> "KGroupedStream":
+        """Group records by key, for windowed operators.
+
+        >>> ks.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace("10 s")).distinct()
+        """
+        return KGroupedStream(self)
+
     def _wrap(self, call) -> "KStream":
         with jvm_errors():
             jdf = call()
@@ -106,11 +122,91 @@ def _interval(interval: Interval) -> str:
     )
 
 
-def _java_column(id: ColumnOrName):
+def _java_column(id: ColumnOrName, what: str = "id"):
     from pyspark.sql.classic.column import _to_java_column
 
     if isinstance(id, (str, Column)):
         return _to_java_column(id)
     raise KStreamsError(
-        f"id must be a column name or a Column, got {type(id).__name__} {id!r}"
+        f"{what} must be a column name or a Column, got {type(id).__name__} {id!r}"
     )
+
+
+class TimeWindows:
+    """Epoch-aligned tumbling windows ``[start, start + size)``; a record whose window closed
+    (``end <= stream time - grace``) is late.
+
+    >>> TimeWindows.of_size_and_grace(timedelta(seconds=10), "2 seconds")
+    """
+
+    def __init__(self, size: Interval, grace: Optional[Interval]) -> None:
+        self.size, self.grace = size, grace
+
+    @staticmethod
+    def of_size_with_no_grace(size: Interval) -> "TimeWindows":
+        return TimeWindows(size, None)
+
+    @staticmethod
+    def of_size_and_grace(size: Interval, grace: Interval) -> "TimeWindows":
+        return TimeWindows(size, grace)
+
+    def __repr__(self) -> str:
+        return f"TimeWindows(size={self.size!r}, grace={self.grace!r})"
+
+
+class SessionWindows:
+    """Session windows: records of a key within ``gap`` (inclusive) of each other form one session.
+
+    >>> SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=5))
+    """
+
+    def __init__(self, gap: Interval, grace: Optional[Interval]) -> None:
+        self.gap, self.grace = gap, grace
+
+    @staticmethod
+    def of_inactivity_gap_with_no_grace(gap: Interval) -> "SessionWindows":
+        return SessionWindows(gap, None)
+
+    @staticmethod
+    def of_inactivity_gap_and_grace(gap: Interval, grace: Interval) -> "SessionWindows":
+        return SessionWindows(gap, grace)
+
+    def __repr__(self) -> str:
+        return f"SessionWindows(gap={self.gap!r}, grace={self.grace!r})"
+
+
+class KGroupedStream:
+    """A :class:`KStream` grouped by key (``KStream.group_by_key()``)."""
+
+    def __init__(self, stream: KStream) -> None:
+        self._stream = stream
+
+    def windowed_by(self, windows: Union[TimeWindows, SessionWindows]) -> "WindowedKStream":
+        """Window the grouped stream by tumbling or session windows."""
+        if not isinstance(windows, (TimeWindows, SessionWindows)):
+            raise KStreamsError(
+                f"windowed_by takes TimeWindows or SessionWindows, got {type(windows).__name__}"
+            )
+        return WindowedKStream(self._stream, windows)
+
+
+class WindowedKStream:
+    """A stream grouped by key and window."""
+
+    def __init__(self, stream: KStream, windows: Union[TimeWindows, SessionWindows]) -> None:
+        self._stream, self._windows = stream, windows
+
+    def distinct(self) -> KStream:
+        """The first record of each (key, window), with a ``window`` column (``start``, ``end``).
+
+        Tumbling: one record per key and window. Session: the record that opens a session, with
+        ``window = (t, t)``. Null keys pass with a null window; records of closed windows are
+        dropped as late and counted (``late_dropped``).
+
+        >>> ks.group_by_key().windowed_by(SessionWindows.of_inactivity_gap_with_no_grace("10 s")).distinct().df
+        """
+        s, w = self._stream, self._windows
+        grace = None if w.grace is None else _interval(w.grace)
+        if isinstance(w, TimeWindows):
+            return s._wrap(lambda: s._api.tumblingDistinct(s._jks, _interval(w.size), grace))
+        return s._wrap(lambda: s._api.sessionDistinct(s._jks, _interval(w.gap), grace))

@@ -1,11 +1,12 @@
 package kstreams
 
-import java.util.concurrent.atomic.AtomicLong
+import scala.collection.mutable
 
 import org.apache.spark.sql.{Column, DataFrame, Encoders, KeyValueGroupedDataset, Row}
-import org.apache.spark.sql.catalyst.plans.logical.EventTimeWatermark
+import org.apache.spark.sql.catalyst.plans.logical.{CollectMetrics, EventTimeWatermark}
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.kstreams.ArrivalOrderSort
+import org.apache.spark.sql.streaming.MapState
 import org.apache.spark.sql.types._
 
 /** Prepares a DataFrame for a stateful processor that must see every input partition's records in
@@ -27,13 +28,13 @@ private[kstreams] object ArrivalOrder {
   val Partition = "__kstreams_partition"
   val Order = "__kstreams_order"
   val TimestampMicros = "__kstreams_ts"
-
-  private val observationIds = new AtomicLong()
+  /** Output column saying why a row was dropped (null: forwarded); see [[finish]]. */
+  val Dropped = "__kstreams_dropped"
 
   /** Column positions of a prepared row, computed on the driver for the processor. */
   final case class Layout(
       outputWidth: Int,
-      timestampName: String,
+      timestampName: Option[String],
       partitionName: Option[String],
       offsetName: Option[String],
       partitionIndex: Int,
@@ -64,18 +65,19 @@ private[kstreams] object ArrivalOrder {
       columns: ResolvedColumns,
       group: GroupScope,
       extra: Seq[(String, Column)],
-      watermarkDelayMicros: Long): Prepared = {
-    val tsName = columns.timestamp.name
-    val watermarked =
-      if (df.isStreaming && !hasWatermark(df)) {
-        df.withWatermark(tsName, s"${watermarkDelayMicros} microseconds")
-      } else df
+      watermarkDelayMicros: Option[Long]): Prepared = {
+    val tsName = columns.timestamp.map(_.name)
+    val watermarked = (watermarkDelayMicros, tsName) match {
+      case (Some(delay), Some(ts)) if df.isStreaming && !hasWatermark(df) =>
+        df.withWatermark(ts, s"$delay microseconds")
+      case _ => df
+    }
 
-    val checked = columns.names.onNullTimestamp match {
-      case NullTimestamps.Fail => watermarked
-      case NullTimestamps.Skip =>
+    val checked = (columns.names.onNullTimestamp, tsName) match {
+      case (_, None) | (NullTimestamps.Fail, _) => watermarked
+      case (NullTimestamps.Skip, Some(tsName)) =>
         // Skipped records never reach the processor; their count is an observed metric.
-        val name = s"kstreams_null_timestamps_${observationIds.incrementAndGet()}"
+        val name = observationName(watermarked, "kstreams_null_timestamps")
         watermarked
           .observe(name, count_if(col(quote(tsName)).isNull).as("null_timestamps_skipped"))
           .where(col(quote(tsName)).isNotNull)
@@ -86,9 +88,13 @@ private[kstreams] object ArrivalOrder {
       case Some(f) => col(quote(f.name)).cast(IntegerType)
       case None => lit(0)
     }
+    val tsMicros = tsName match {
+      case Some(name) => unix_micros(col(quote(name)))
+      case None => lit(null).cast(LongType)
+    }
     val orderCol = columns.offset match {
       case Some(f) => col(quote(f.name)).cast(LongType)
-      case None => unix_micros(col(quote(tsName)))
+      case None => tsMicros
     }
     val groupCol = group match {
       case GroupScope.PerPartition => coalesce(partitionCol, lit(-1))
@@ -96,12 +102,12 @@ private[kstreams] object ArrivalOrder {
     }
     val selected = userColumns.map { f =>
       val c = col(quote(f.name))
-      if (f.name == tsName) c.as(f.name, Metadata.empty) else c
+      if (tsName.contains(f.name)) c.as(f.name, Metadata.empty) else c
     } ++ Seq(
       groupCol.as(Group),
       partitionCol.as(Partition),
       orderCol.as(Order),
-      unix_micros(col(quote(tsName))).as(TimestampMicros)) ++
+      tsMicros.as(TimestampMicros)) ++
       extra.map { case (name, c) => c.as(name) }
 
     val prepared = ArrivalOrderSort.partitionAndSort(
@@ -117,12 +123,36 @@ private[kstreams] object ArrivalOrder {
       orderIndex = schema.fieldIndex(Order),
       timestampMicrosIndex = schema.fieldIndex(TimestampMicros),
       extraIndex = extra.map { case (name, _) => name -> schema.fieldIndex(name) }.toMap)
-    val outputSchema = StructType(userColumns.map(f =>
-      if (f.name == tsName) f.copy(metadata = Metadata.empty) else f))
+    val userOutput = userColumns.map(f =>
+      if (tsName.contains(f.name)) f.copy(metadata = Metadata.empty) else f)
     val grouped = prepared
       .groupBy(col(Group))
       .as[Int, Row](Encoders.scalaInt, Encoders.row(schema))
-    Prepared(grouped, layout, outputSchema, schema)
+    Prepared(grouped, layout, StructType(userOutput), schema)
+  }
+
+  /** Counts what the processor forwarded and dropped (by reason) as the observed metric `name` of
+    * the query progress, then keeps the forwarded rows only and drops helper columns.
+    *
+    * Processors emit a marker row (all nulls but [[Dropped]]) for each record they drop, so the
+    * counts are exact in every micro-batch and visible in `lastProgress.observedMetrics`.
+    */
+  def finish(processed: DataFrame, name: String, reasons: Seq[String]): DataFrame = {
+    val dropped = col(Dropped)
+    val counts = count_if(dropped.isNull).as("forwarded") +:
+      reasons.map(r => count_if(dropped === lit(r)).as(r))
+    processed
+      .observe(observationName(processed, name), counts.head, counts.tail: _*)
+      .where(dropped.isNull)
+      .drop(Dropped)
+  }
+
+  /** `base`, or `base_2`, `base_3`... if the plan already observes under that name: names stay the
+    * same when the same code restarts a query, and never clash inside one query. */
+  private def observationName(df: DataFrame, base: String): String = {
+    val taken = df.asInstanceOf[org.apache.spark.sql.classic.Dataset[Row]].queryExecution.logical
+      .collect { case m: CollectMetrics => m.name }.toSet
+    (Iterator.single(base) ++ Iterator.from(2).map(i => s"${base}_$i")).find(!taken(_)).get
   }
 
   def hasWatermark(df: DataFrame): Boolean =
@@ -134,8 +164,39 @@ private[kstreams] object ArrivalOrder {
   final case class Prepared(
       grouped: KeyValueGroupedDataset[Int, Row],
       layout: Layout,
-      outputSchema: StructType,
-      inputSchema: StructType)
+      userSchema: StructType,
+      inputSchema: StructType) {
+
+    /** Schema of a processor's output rows: the user's columns, `extra`, then [[Dropped]]. */
+    def outputSchema(extra: StructField*): StructType =
+      StructType(userSchema.fields ++ extra :+ StructField(Dropped, StringType))
+  }
+
+  /** Builds a processor's output rows: a record with its user columns, the operator's extra values,
+    * and the drop reason (null when forwarded). A dropped record keeps its values (so the output
+    * schema, nullability included, is the input's) and is filtered out by [[finish]]. */
+  final class Output(layout: Layout, extraWidth: Int) extends Serializable {
+    private val width = layout.outputWidth + extraWidth + 1
+
+    def forward(row: Row, extra: Any*): Row = build(row, extra, null)
+
+    def drop(row: Row, reason: String): Row = build(row, Nil, reason)
+
+    private def build(row: Row, extra: Seq[Any], reason: String): Row = {
+      val values = new Array[Any](width)
+      var i = 0
+      while (i < layout.outputWidth) { values(i) = row.get(i); i += 1 }
+      extra.foreach { v => values(i) = v; i += 1 }
+      values(width - 1) = reason
+      Row.fromSeq(values.toSeq)
+    }
+  }
+
+  /** Names of drop reasons, which are also the observed metric names. */
+  object Reasons {
+    val Duplicate = "duplicates_dropped"
+    val Late = "late_dropped"
+  }
 }
 
 /** Whose state a processor keeps together: one input partition's (as a Kafka Streams task), or
@@ -144,4 +205,50 @@ private[kstreams] sealed trait GroupScope
 private[kstreams] object GroupScope {
   case object PerPartition extends GroupScope
   case object Global extends GroupScope
+}
+
+/** Checks that each partition's rows arrive in offset (or timestamp) order and that the fields the
+  * spec needs are present, naming the partition and offset when they are not. */
+private[kstreams] final class OrderCheck(
+    layout: ArrivalOrder.Layout, timestampRequired: Boolean = true) {
+  private val last = mutable.HashMap.empty[Int, Long]
+
+  def check(row: Row): Unit = {
+    if (timestampRequired && layout.timestampName.isDefined &&
+        row.isNullAt(layout.timestampMicrosIndex))
+      throw new KStreamsException(
+        s"null timestamp in column '${layout.timestampName.get}' at ${layout.where(row)}; " +
+          "fix the producer, or pass on_null_timestamp='skip' (Scala: NullTimestamps.Skip) " +
+          "to skip and count such records")
+    if (row.isNullAt(layout.partitionIndex))
+      throw new KStreamsException(
+        s"null partition in column '${layout.partitionName.getOrElse("")}' at ${layout.where(row)}")
+    val partition = row.getInt(layout.partitionIndex)
+    if (!row.isNullAt(layout.orderIndex)) {
+      val position = row.getLong(layout.orderIndex)
+      last.get(partition) match {
+        case Some(previous) if position < previous =>
+          throw new IllegalStateException(
+            s"kstreams internal error: partition $partition arrived out of order " +
+              s"($position after $previous), so Spark re-shuffled the input after kstreams sorted " +
+              "it. Please report this with the query plan (query.explain()).")
+        case _ => last(partition) = position
+      }
+    }
+  }
+}
+
+/** Stream time per input partition (largest timestamp seen, micros), read from state once per
+  * group and written back when the group's rows are done. */
+private[kstreams] final class StreamTimes(state: MapState[Int, Long]) {
+  private val current = mutable.HashMap.empty[Int, Long]
+  private val changed = mutable.HashSet.empty[Int]
+
+  def advance(partition: Int, ts: Long): Long = {
+    val before = current.getOrElseUpdate(partition,
+      if (state.containsKey(partition)) state.getValue(partition) else Long.MinValue)
+    if (ts > before) { current(partition) = ts; changed += partition; ts } else before
+  }
+
+  def flush(): Unit = changed.foreach(p => state.updateValue(p, current(p)))
 }

@@ -1,7 +1,5 @@
 package kstreams
 
-import scala.collection.mutable
-
 import org.apache.spark.sql.{Column, DataFrame, Encoders, Row}
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.streaming._
@@ -20,20 +18,22 @@ private[kstreams] object Deduplicate {
       columns: StreamColumns,
       parts: Seq[(String, Column)],
       scope: GroupScope,
-      intervalMicros: Long): DataFrame = {
+      intervalMicros: Long,
+      metricName: String): DataFrame = {
     Sessions.requireStateStore(df)
     val resolved = columns.resolve(df)
     val keyStruct = struct(parts.map { case (name, c) => c.as(name) }: _*)
     val prepared = ArrivalOrder.prepare(
-      df, resolved, scope, Seq(DedupKey -> keyStruct), watermarkDelayMicros = intervalMicros)
+      df, resolved, scope, Seq(DedupKey -> keyStruct), watermarkDelayMicros = Some(intervalMicros))
     val keySchema = prepared.inputSchema(DedupKey).dataType.asInstanceOf[StructType]
     keySchema.fields.foreach(f => StreamColumns.checkKeyType(s"dedup key part '${f.name}'", f.dataType))
     val processor = new DeduplicateProcessor(
       intervalMicros, prepared.layout, prepared.layout.extraIndex(DedupKey), keySchema,
       useTimers = df.isStreaming)
     val timeMode = if (df.isStreaming) TimeMode.EventTime() else TimeMode.None()
-    prepared.grouped.transformWithState(processor, timeMode, OutputMode.Append())(
-      Encoders.row(prepared.outputSchema))
+    val processed = prepared.grouped.transformWithState(processor, timeMode, OutputMode.Append())(
+      Encoders.row(prepared.outputSchema()))
+    ArrivalOrder.finish(processed, metricName, Seq(ArrivalOrder.Reasons.Duplicate))
   }
 }
 
@@ -62,6 +62,7 @@ private[kstreams] final class DeduplicateProcessor(
 
   private val NoOffset = Long.MinValue
   private val sweepEveryMs = math.max(intervalMicros / 1000, 1000L)
+  private val output = new ArrivalOrder.Output(layout, extraWidth = 0)
 
   @transient private var store: MapState[Row, StoredRecord] = _
   @transient private var streamTimes: MapState[Int, Long] = _
@@ -79,11 +80,12 @@ private[kstreams] final class DeduplicateProcessor(
       group: Int, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
     val times = new StreamTimes(streamTimes)
     val order = new OrderCheck(layout)
-    val forwarded = rows.filter { row =>
+    val results = rows.map { row =>
       order.check(row)
-      shouldForward(row, times)
-    }.map(row => Row.fromSeq(row.toSeq.take(layout.outputWidth)))
-    forwarded ++ {
+      if (shouldForward(row, times)) output.forward(row)
+      else output.drop(row, ArrivalOrder.Reasons.Duplicate)
+    }
+    results ++ {
       times.flush()
       if (useTimers && !sweepTimer.exists()) arm(timerValues.getCurrentWatermarkInMs())
       Iterator.empty
@@ -137,48 +139,5 @@ private[kstreams] final class DeduplicateProcessor(
     val at = math.max(watermarkMs, 0L) + sweepEveryMs
     getHandle.registerTimer(at)
     sweepTimer.update(at)
-  }
-
-  /** Stream time per input partition, read once per group and written back at the end. */
-  private final class StreamTimes(state: MapState[Int, Long]) {
-    private val current = mutable.HashMap.empty[Int, Long]
-    private val changed = mutable.HashSet.empty[Int]
-
-    def advance(partition: Int, ts: Long): Long = {
-      val before = current.getOrElseUpdate(partition,
-        if (state.containsKey(partition)) state.getValue(partition) else Long.MinValue)
-      if (ts > before) { current(partition) = ts; changed += partition; ts } else before
-    }
-
-    def flush(): Unit = changed.foreach(p => state.updateValue(p, current(p)))
-  }
-}
-
-/** Checks that each partition's rows arrive in offset (or timestamp) order and that the fields the
-  * spec needs are present, naming the partition and offset when they are not. */
-private[kstreams] final class OrderCheck(layout: ArrivalOrder.Layout) {
-  private val last = scala.collection.mutable.HashMap.empty[Int, Long]
-
-  def check(row: Row): Unit = {
-    if (row.isNullAt(layout.timestampMicrosIndex))
-      throw new KStreamsException(
-        s"null timestamp in column '${layout.timestampName}' at ${layout.where(row)}; " +
-          "fix the producer, or pass on_null_timestamp='skip' (Scala: NullTimestamps.Skip) " +
-          "to skip and count such records")
-    if (row.isNullAt(layout.partitionIndex))
-      throw new KStreamsException(
-        s"null partition in column '${layout.partitionName.getOrElse("")}' at ${layout.where(row)}")
-    val partition = row.getInt(layout.partitionIndex)
-    if (!row.isNullAt(layout.orderIndex)) {
-      val position = row.getLong(layout.orderIndex)
-      last.get(partition) match {
-        case Some(previous) if position < previous =>
-          throw new IllegalStateException(
-            s"kstreams internal error: partition $partition arrived out of order " +
-              s"($position after $previous), so Spark re-shuffled the input after kstreams sorted " +
-              "it. Please report this with the query plan (query.explain()).")
-        case _ => last(partition) = position
-      }
-    }
   }
 }

@@ -4,6 +4,7 @@ import java.time.Duration
 
 import org.apache.spark.sql.{Column, DataFrame, SparkSession}
 import org.apache.spark.sql.functions.col
+import org.apache.spark.sql.types.DataType
 
 /** A Kafka-Streams-style view of a DataFrame (streaming or batch).
   *
@@ -54,24 +55,40 @@ final class KStream(val df: DataFrame, val columns: StreamColumns) {
   def deduplicate(id: Column, interval: String): KStream =
     dedupGlobal(id, Intervals.micros(interval))
 
+  /** Forwards a record only if its sequence number is greater than the highest forwarded on its
+    * input partition; a null sequence number passes (seed 001). State is one number per partition.
+    *
+    * {{{ KStream(df).deduplicateBySequence(col("seq")) }}}
+    */
+  def deduplicateBySequence(sequence: Column): KStream =
+    withDf(DeduplicateBySequence(df, columns, sequence))
+
+  /** Groups records by key for windowed operators.
+    *
+    * {{{ KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s")).distinct() }}}
+    */
+  def groupByKey: KGroupedStream = new KGroupedStream(this)
+
   private def dedupByKey(intervalMicros: Long): KStream = {
     val key = columns.keyField(df)
     withDf(Deduplicate(df, columns, Seq("key" -> col(ArrivalOrder.quote(key.name))),
-      GroupScope.PerPartition, intervalMicros))
+      GroupScope.PerPartition, intervalMicros, "kstreams_deduplicate_by_key"))
   }
 
   private def dedupByKeyValue(id: Column, intervalMicros: Long): KStream = {
     val key = columns.keyField(df)
-    val idCol = KStream.resolveId(df, id)
-    withDf(Deduplicate(df, columns, Seq("key" -> col(ArrivalOrder.quote(key.name)), "id" -> idCol),
-      GroupScope.PerPartition, intervalMicros))
+    KStream.resolveId(df, id)
+    withDf(Deduplicate(df, columns, Seq("key" -> col(ArrivalOrder.quote(key.name)), "id" -> id),
+      GroupScope.PerPartition, intervalMicros, "kstreams_deduplicate_by_key_value"))
   }
 
-  private def dedupGlobal(id: Column, intervalMicros: Long): KStream =
-    withDf(Deduplicate(df, columns, Seq("id" -> KStream.resolveId(df, id)),
-      GroupScope.Global, intervalMicros))
+  private def dedupGlobal(id: Column, intervalMicros: Long): KStream = {
+    KStream.resolveId(df, id)
+    withDf(Deduplicate(df, columns, Seq("id" -> id),
+      GroupScope.Global, intervalMicros, "kstreams_deduplicate"))
+  }
 
-  private def withDf(result: DataFrame) = new KStream(result, columns)
+  private[kstreams] def withDf(result: DataFrame) = new KStream(result, columns)
 }
 
 object KStream {
@@ -89,18 +106,18 @@ object KStream {
   def configure(builder: SparkSession.Builder): SparkSession.Builder =
     builder.config(Sessions.ProviderKey, Sessions.RocksDBProvider)
 
-  /** Checks that `id` resolves on `df`, with an error that says what is wrong if it does not. */
-  private[kstreams] def resolveId(df: DataFrame, id: Column): Column = {
-    if (id == null) throw new KStreamsException("id is null; give a column name or a Column")
+  /** Checks that `id` resolves on `df` and returns its type, with an error that says what is
+    * wrong if it does not. */
+  private[kstreams] def resolveId(df: DataFrame, id: Column, what: String = "id"): DataType = {
+    if (id == null) throw new KStreamsException(s"$what is null; give a column name or a Column")
     try {
-      df.select(id).schema
+      df.select(id).schema.head.dataType
     } catch {
       case e: org.apache.spark.sql.AnalysisException =>
         throw new KStreamsException(
-          s"the id expression $id does not resolve on this DataFrame (is it a column of another " +
+          s"the $what expression $id does not resolve on this DataFrame (is it a column of another " +
             s"DataFrame or session?); available columns: ${df.schema.fieldNames.mkString(", ")}. " +
             s"Spark said: ${e.getMessage.linesIterator.next()}", e)
     }
-    id
   }
 }

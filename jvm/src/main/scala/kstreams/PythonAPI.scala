@@ -28,4 +28,21 @@ object PythonAPI {
 
   def deduplicate(ks: KStream, id: Column, interval: String): DataFrame =
     ks.deduplicate(id, interval).df
+
+  def deduplicateBySequence(ks: KStream, sequence: Column): DataFrame =
+    ks.deduplicateBySequence(sequence).df
+
+  /** Tumbling-window distinct; `grace` may be null for "no grace". */
+  def tumblingDistinct(ks: KStream, size: String, grace: String): DataFrame = {
+    val windows = if (grace == null) TimeWindows.ofSizeWithNoGrace(size)
+      else TimeWindows.ofSizeAndGrace(size, grace)
+    ks.groupByKey.windowedBy(windows).distinct().df
+  }
+
+  /** Session-window distinct; `grace` may be null for "no grace". */
+  def sessionDistinct(ks: KStream, gap: String, grace: String): DataFrame = {
+    val windows = if (grace == null) SessionWindows.ofInactivityGapWithNoGrace(gap)
+      else SessionWindows.ofInactivityGapAndGrace(gap, grace)
+    ks.groupByKey.windowedBy(windows).distinct().df
+  }
 }

@@ -21,8 +21,10 @@ final case class StreamColumns(
     offset: Option[String] = Some(StreamColumns.DefaultOffset),
     onNullTimestamp: NullTimestamps = NullTimestamps.Fail) {
 
-  /** The columns as they resolve on `df`: optional defaults that are absent become `None`. */
-  private[kstreams] def resolve(df: DataFrame): ResolvedColumns = {
+  /** The columns as they resolve on `df`: optional defaults that are absent become `None`.
+    * An operator that needs no timestamp (sequence dedup) passes `timestampRequired = false`; then
+    * an absent default timestamp column is `None` too. */
+  private[kstreams] def resolve(df: DataFrame, timestampRequired: Boolean = true): ResolvedColumns = {
     val schema = df.schema
     def find(name: String): Option[StructField] = schema.fields.find(_.name == name)
     def optional(name: Option[String], default: String, what: String): Option[StructField] =
@@ -34,13 +36,16 @@ final case class StreamColumns(
         }
       }
 
-    val ts = find(timestamp).getOrElse(throw StreamColumns.missing(df, timestamp, "timestamp"))
-    ts.dataType match {
+    val ts =
+      if (timestampRequired) {
+        Some(find(timestamp).getOrElse(throw StreamColumns.missing(df, timestamp, "timestamp")))
+      } else optional(Some(timestamp), StreamColumns.DefaultTimestamp, "timestamp")
+    ts.foreach(_.dataType match {
       case TimestampType =>
       case other => throw new KStreamsException(
         s"timestamp column '$timestamp' has type ${other.simpleString}; it must be a timestamp " +
           s"(cast it, e.g. col('$timestamp').cast('timestamp'))")
-    }
+    })
     val part = optional(partition, StreamColumns.DefaultPartition, "partition")
     part.foreach { f =>
       if (!Seq(IntegerType, ShortType, ByteType, LongType).contains(f.dataType))
@@ -53,6 +58,9 @@ final case class StreamColumns(
         throw new KStreamsException(
           s"offset column '${f.name}' has type ${f.dataType.simpleString}; it must be a long")
     }
+    if (ts.isEmpty && off.isEmpty) throw new KStreamsException(
+      "the DataFrame has neither a timestamp nor an offset column, so arrival order is unknown; " +
+        s"available columns: ${schema.fieldNames.mkString(", ")}")
     ResolvedColumns(this, ts, part, off)
   }
 
@@ -83,7 +91,7 @@ object NullTimestamps {
 
 private[kstreams] final case class ResolvedColumns(
     names: StreamColumns,
-    timestamp: StructField,
+    timestamp: Option[StructField],
     partition: Option[StructField],
     offset: Option[StructField])
 

@@ -100,6 +100,12 @@ class DeduplicateSpec extends SparkSuite {
     assert(stateRows.last < 20, s"state rows after each batch: $stateRows")
   }
 
+  test("output schema is the input's, nullability included (non-null partition and offset)") {
+    val df = batch(Seq(at("a", 1), at("a", 2)))
+    assert(!df.schema("partition").nullable)
+    assert(KStream(df).deduplicateByKey("1 s").df.schema == df.schema)
+  }
+
   test("errors name what is wrong") {
     val df = batch(Seq(at("a", 1)))
     val missing = intercept[KStreamsException](KStream(df, StreamColumns(key = "user"))

@@ -1,0 +1,68 @@
+package kstreams
+
+import org.apache.spark.sql.{Column, DataFrame, Encoders, Row}
+import org.apache.spark.sql.streaming._
+import org.apache.spark.sql.types._
+
+/** Sequence-number deduplication (seed 001, spec section 4): per input partition, a record is
+  * forwarded only if its sequence number is greater than the highest forwarded on that partition.
+  * A null sequence number is forwarded and leaves the high-water mark unchanged.
+  */
+private[kstreams] object DeduplicateBySequence {
+  val Sequence = "__kstreams_sequence"
+
+  def apply(df: DataFrame, columns: StreamColumns, sequence: Column): DataFrame = {
+    Sessions.requireStateStore(df)
+    val resolved = columns.resolve(df, timestampRequired = false)
+    KStream.resolveId(df, sequence, "sequence") match {
+      case LongType | IntegerType | ShortType | ByteType =>
+      case other => throw new KStreamsException(
+        s"sequence expression $sequence has type ${other.simpleString}; it must be an integer " +
+          "(cast it, e.g. col('seq').cast('long'))")
+    }
+    val prepared = ArrivalOrder.prepare(df, resolved, GroupScope.PerPartition,
+      Seq(Sequence -> sequence.cast(LongType)), watermarkDelayMicros = None)
+    val processor = new SequenceProcessor(prepared.layout, prepared.layout.extraIndex(Sequence))
+    val processed = prepared.grouped.transformWithState(
+      processor, TimeMode.None(), OutputMode.Append())(Encoders.row(prepared.outputSchema()))
+    ArrivalOrder.finish(processed, "kstreams_deduplicate_by_sequence",
+      Seq(ArrivalOrder.Reasons.Duplicate))
+  }
+}
+
+/** Keeps one number per input partition: the highest sequence number forwarded. */
+private[kstreams] final class SequenceProcessor(layout: ArrivalOrder.Layout, sequenceIndex: Int)
+    extends StatefulProcessor[Int, Row, Row] {
+
+  private val output = new ArrivalOrder.Output(layout, extraWidth = 0)
+  @transient private var highWater: MapState[Int, Long] = _
+
+  override def init(outputMode: OutputMode, timeMode: TimeMode): Unit =
+    highWater = getHandle.getMapState[Int, Long](
+      "highWater", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
+
+  override def handleInputRows(
+      group: Int, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
+    val order = new OrderCheck(layout, timestampRequired = false)
+    val marks = scala.collection.mutable.HashMap.empty[Int, Long]
+    val changed = scala.collection.mutable.HashSet.empty[Int]
+    rows.map { row =>
+      order.check(row)
+      if (row.isNullAt(sequenceIndex)) output.forward(row)
+      else {
+        val partition = row.getInt(layout.partitionIndex)
+        val sequence = row.getLong(sequenceIndex)
+        val mark = marks.getOrElseUpdate(partition,
+          if (highWater.containsKey(partition)) highWater.getValue(partition) else Long.MinValue)
+        if (sequence > mark) {
+          marks(partition) = sequence
+          changed += partition
+          output.forward(row)
+        } else output.drop(row, ArrivalOrder.Reasons.Duplicate)
+      }
+    } ++ {
+      changed.foreach(p => highWater.updateValue(p, marks(p)))
+      Iterator.empty
+    }
+  }
+}
