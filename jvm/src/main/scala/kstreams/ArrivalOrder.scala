@@ -5,7 +5,7 @@ import scala.collection.mutable
 import org.apache.spark.sql.{Column, DataFrame, Encoders, KeyValueGroupedDataset, Row}
 import org.apache.spark.sql.catalyst.plans.logical.{CollectMetrics, EventTimeWatermark}
 import org.apache.spark.sql.functions._
-import org.apache.spark.sql.kstreams.ArrivalOrderSort
+import org.apache.spark.sql.kstreams.{ArrivalOrderSort, RowBytes}
 import org.apache.spark.sql.streaming.MapState
 import org.apache.spark.sql.types._
 
@@ -66,6 +66,58 @@ private[kstreams] object ArrivalOrder {
       group: GroupScope,
       extra: Seq[(String, Column)],
       watermarkDelayMicros: Option[Long]): Prepared = {
+    val (sorted, userOutput) = arrange(df, columns, group, extra, watermarkDelayMicros, compact = false)
+    val schema = sorted.schema
+    val layout = Layout(
+      outputWidth = userOutput.size,
+      timestampName = columns.timestamp.map(_.name),
+      partitionName = columns.partition.map(_.name),
+      offsetName = columns.offset.map(_.name),
+      partitionIndex = schema.fieldIndex(Partition),
+      orderIndex = schema.fieldIndex(Order),
+      timestampMicrosIndex = schema.fieldIndex(TimestampMicros),
+      extraIndex = extra.map { case (name, _) => name -> schema.fieldIndex(name) }.toMap)
+    val grouped = sorted
+      .groupBy(col(Group))
+      .as[Int, Row](Encoders.scalaInt, Encoders.row(schema))
+    Prepared(grouped, layout, userOutput, schema)
+  }
+
+  val Payload = "payload"
+
+  /** Like [[prepare]], for processors that never look at the user's columns: those travel as one
+    * byte array ([[Payload]], an UnsafeRow) and the helper columns are plain numbers, so no row is
+    * converted to JVM objects. Rows are read as [[CompactRecord]]s; null timestamps and partitions
+    * fail in Catalyst (`raise_error`) with the same messages. */
+  def prepareCompact(
+      df: DataFrame,
+      columns: ResolvedColumns,
+      group: GroupScope,
+      key: Column,
+      keyIsNull: Column,
+      watermarkDelayMicros: Option[Long]): (KeyValueGroupedDataset[Int, CompactRecord], StructType) = {
+    val (sorted, userOutput) = arrange(df, columns, group,
+      Seq("keyNull" -> keyIsNull, "key" -> coalesce(RowBytes.encode(key), lit(Array.emptyByteArray))),
+      watermarkDelayMicros, compact = true)
+    // the compact rows hold no user columns, so helpers can take the record's field names
+    val named = sorted.select(col(Group), col(Partition).as("partition"), col(Order).as("ordering"),
+      col(TimestampMicros).as("timestampMicros"), col("offset"), col("keyNull"), col("key"),
+      col(Payload))
+    (named.groupBy(col(Group)).as[Int, CompactRecord](Encoders.scalaInt, Encoders.product[CompactRecord]),
+      userOutput)
+  }
+
+  /** Decodes [[Payload]] back into the user's columns (with their original types and nullability). */
+  def unpack(df: DataFrame, userSchema: StructType): DataFrame =
+    df.select(RowBytes.decodeNotNull(col(Payload), userSchema).as("r")).select("r.*")
+
+  private def arrange(
+      df: DataFrame,
+      columns: ResolvedColumns,
+      group: GroupScope,
+      extra: Seq[(String, Column)],
+      watermarkDelayMicros: Option[Long],
+      compact: Boolean): (DataFrame, StructType) = {
     val tsName = columns.timestamp.map(_.name)
     val watermarked = (watermarkDelayMicros, tsName) match {
       case (Some(delay), Some(ts)) if df.isStreaming && !hasWatermark(df) =>
@@ -88,47 +140,50 @@ private[kstreams] object ArrivalOrder {
       case Some(f) => col(quote(f.name)).cast(IntegerType)
       case None => lit(0)
     }
+    val offsetCol = columns.offset.map(f => col(quote(f.name)).cast(LongType))
+    def where: Column = concat(lit("partition "), coalesce(partitionCol.cast(StringType), lit("null")),
+      lit(", offset "), offsetCol.map(o => coalesce(o.cast(StringType), lit("null")))
+        .getOrElse(lit("n/a (no offset column)")))
     val tsMicros = tsName match {
+      case Some(name) if compact =>
+        when(col(quote(name)).isNull, raise_error(concat(
+          lit(s"null timestamp in column '$name' at "), where, lit("; fix the producer, or pass " +
+            "on_null_timestamp='skip' (Scala: NullTimestamps.Skip) to skip and count such records"))))
+          .otherwise(unix_micros(col(quote(name))))
       case Some(name) => unix_micros(col(quote(name)))
       case None => lit(null).cast(LongType)
     }
-    val orderCol = columns.offset match {
-      case Some(f) => col(quote(f.name)).cast(LongType)
-      case None => tsMicros
-    }
+    val checkedPartition = if (compact) {
+      when(partitionCol.isNull, raise_error(concat(
+        lit(s"null partition in column '${columns.partition.map(_.name).getOrElse("")}' at "), where)))
+        .otherwise(partitionCol)
+    } else partitionCol
+    val orderCol = offsetCol.getOrElse(tsMicros)
     val groupCol = group match {
       case GroupScope.PerPartition => coalesce(partitionCol, lit(-1))
       case GroupScope.Global => lit(0)
     }
-    val selected = userColumns.map { f =>
+    val userSelected = userColumns.map { f =>
       val c = col(quote(f.name))
       if (tsName.contains(f.name)) c.as(f.name, Metadata.empty) else c
-    } ++ Seq(
+    }
+    val helpers = Seq(
       groupCol.as(Group),
-      partitionCol.as(Partition),
+      checkedPartition.as(Partition),
       orderCol.as(Order),
-      tsMicros.as(TimestampMicros)) ++
-      extra.map { case (name, c) => c.as(name) }
-
-    val prepared = ArrivalOrderSort.partitionAndSort(
-      checked.select(selected: _*), Group, Seq(Partition, Order))
-
-    val schema = prepared.schema
-    val layout = Layout(
-      outputWidth = userColumns.size,
-      timestampName = tsName,
-      partitionName = columns.partition.map(_.name),
-      offsetName = columns.offset.map(_.name),
-      partitionIndex = schema.fieldIndex(Partition),
-      orderIndex = schema.fieldIndex(Order),
-      timestampMicrosIndex = schema.fieldIndex(TimestampMicros),
-      extraIndex = extra.map { case (name, _) => name -> schema.fieldIndex(name) }.toMap)
+      tsMicros.as(TimestampMicros))
+    val selected =
+      if (compact) {
+        helpers ++ Seq(
+          coalesce(offsetCol.getOrElse(lit(null).cast(LongType)), lit(Long.MinValue)).as("offset"),
+          RowBytes.encode(struct(userSelected: _*)).as(Payload))
+      } else userSelected ++ helpers
+    val sorted = ArrivalOrderSort.partitionAndSort(
+      checked.select(selected ++ extra.map { case (name, c) => c.as(name) }: _*),
+      Group, Seq(Partition, Order))
     val userOutput = userColumns.map(f =>
       if (tsName.contains(f.name)) f.copy(metadata = Metadata.empty) else f)
-    val grouped = prepared
-      .groupBy(col(Group))
-      .as[Int, Row](Encoders.scalaInt, Encoders.row(schema))
-    Prepared(grouped, layout, StructType(userOutput), schema)
+    (sorted, StructType(userOutput))
   }
 
   /** Counts what the processor forwarded and dropped (by reason) as the observed metric `name` of
@@ -241,14 +296,32 @@ private[kstreams] final class OrderCheck(
 /** Stream time per input partition (largest timestamp seen, micros), read from state once per
   * group and written back when the group's rows are done. */
 private[kstreams] final class StreamTimes(state: MapState[Int, Long]) {
-  private val current = mutable.HashMap.empty[Int, Long]
+  private val times = mutable.HashMap.empty[Int, Long]
   private val changed = mutable.HashSet.empty[Int]
 
+  /** Stream time of `partition` so far (Long.MinValue before its first record). */
+  def current(partition: Int): Long = times.getOrElseUpdate(partition,
+    if (state.containsKey(partition)) state.getValue(partition) else Long.MinValue)
+
   def advance(partition: Int, ts: Long): Long = {
-    val before = current.getOrElseUpdate(partition,
-      if (state.containsKey(partition)) state.getValue(partition) else Long.MinValue)
-    if (ts > before) { current(partition) = ts; changed += partition; ts } else before
+    val before = current(partition)
+    if (ts > before) { times(partition) = ts; changed += partition; ts } else before
   }
 
-  def flush(): Unit = changed.foreach(p => state.updateValue(p, current(p)))
+  def flush(): Unit = changed.foreach(p => state.updateValue(p, times(p)))
 }
+
+/** One record as a compact processor reads it: where it came from, its time, its dedup key as
+  * bytes (`keyNull` when any part of the key is null) and the user's columns as an UnsafeRow. */
+final case class CompactRecord(
+    partition: Int,
+    ordering: Long,
+    timestampMicros: Long,
+    offset: Long,
+    keyNull: Boolean,
+    key: Array[Byte],
+    payload: Array[Byte])
+
+/** What a compact processor emits: the record's payload (null for a dropped record) and why it was
+  * dropped (null when forwarded). */
+final case class CompactOutput(payload: Array[Byte], __kstreams_dropped: String)

@@ -22,11 +22,15 @@ private[kstreams] object Deduplicate {
       metricName: String): DataFrame = {
     Sessions.requireStateStore(df)
     val resolved = columns.resolve(df)
+    parts.foreach { case (name, c) =>
+      StreamColumns.checkKeyType(s"dedup key part '$name'", df.select(c).schema.head.dataType) }
+    if (scope == GroupScope.PerPartition) {
+      return perPartition(df, resolved, parts, intervalMicros, metricName)
+    }
     val keyStruct = struct(parts.map { case (name, c) => c.as(name) }: _*)
     val prepared = ArrivalOrder.prepare(
       df, resolved, scope, Seq(DedupKey -> keyStruct), watermarkDelayMicros = Some(intervalMicros))
     val keySchema = prepared.inputSchema(DedupKey).dataType.asInstanceOf[StructType]
-    keySchema.fields.foreach(f => StreamColumns.checkKeyType(s"dedup key part '${f.name}'", f.dataType))
     val processor = new DeduplicateProcessor(
       intervalMicros, prepared.layout, prepared.layout.extraIndex(DedupKey), keySchema,
       useTimers = df.isStreaming)
@@ -34,6 +38,26 @@ private[kstreams] object Deduplicate {
     val processed = prepared.grouped.transformWithState(processor, timeMode, OutputMode.Append())(
       Encoders.row(prepared.outputSchema()))
     ArrivalOrder.finish(processed, metricName, Seq(ArrivalOrder.Reasons.Duplicate))
+  }
+
+  /** By-key and by-key-value: state per input partition, in the time-bucketed compact processor. */
+  private def perPartition(
+      df: DataFrame,
+      resolved: ResolvedColumns,
+      parts: Seq[(String, Column)],
+      intervalMicros: Long,
+      metricName: String): DataFrame = {
+    val key = struct(parts.map { case (name, c) => c.as(name) }: _*)
+    val keyIsNull = parts.map(_._2.isNull).reduce(_ || _)
+    val (grouped, userSchema) = ArrivalOrder.prepareCompact(
+      df, resolved, GroupScope.PerPartition, key, keyIsNull, Some(intervalMicros))
+    val processor = new BucketedDedupProcessor(
+      intervalMicros, hasOffset = resolved.offset.isDefined, useTimers = df.isStreaming)
+    val timeMode = if (df.isStreaming) TimeMode.EventTime() else TimeMode.None()
+    val processed = grouped.transformWithState(processor, timeMode, OutputMode.Append())(
+      Encoders.product[CompactOutput]).toDF()
+    ArrivalOrder.unpack(
+      ArrivalOrder.finish(processed, metricName, Seq(ArrivalOrder.Reasons.Duplicate)), userSchema)
   }
 }
 
