@@ -39,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--checkpoint", help="checkpoint folder (default: a fresh one next to the output)")
     demo.add_argument("--rows", type=int, default=200_000, help="generated records (default: 200000)")
     demo.add_argument("--partitions", type=int, default=4, help="generated partitions (default: 4)")
+    demo.add_argument("--batches", type=int, default=8, help="generated files, one per micro-batch (default: 8)")
     demo.add_argument("--files-per-batch", type=int, default=1, help="input files per micro-batch (default: 1)")
     demo.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
     return parser
@@ -69,7 +70,8 @@ def run_demo(args: argparse.Namespace) -> int:
         source_dir = os.path.join(os.path.dirname(output), "generated-input")
         shutil.rmtree(source_dir, ignore_errors=True)
         print(f"generating {args.rows:,} records on {args.partitions} partitions into {source_dir} ...")
-        generated = generate(source_dir, rows=args.rows, partitions=args.partitions)
+        generated = generate(source_dir, rows=args.rows, partitions=args.partitions,
+                             files=args.batches)
         fmt = "json"
         print(f"  {generated.records:,} records: {generated.unique_events:,} events, "
               f"{generated.replayed:,} replayed by producer retries")
@@ -82,6 +84,7 @@ def run_demo(args: argparse.Namespace) -> int:
         configure_spark(SparkSession.builder.master(args.master))
         .appName("kstreams-spark demo")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(max(2, args.partitions)))
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
@@ -117,11 +120,16 @@ def run_demo(args: argparse.Namespace) -> int:
         records_in = _follow(query)
         elapsed = time.time() - started
         forwarded = spark.read.parquet(output).count()
+        from kstreams_spark import operator_metrics
+
+        counts = operator_metrics(query.recentProgress)
         print()
         print("summary")
         print(f"  records in              {records_in:>12,}")
         print(f"  forwarded               {forwarded:>12,}")
         print(f"  dropped as duplicates   {records_in - forwarded:>12,}")
+        for name, values in counts.items():
+            print(f"  metrics {name}: {values}")
         if generated is not None:
             verdict = "yes" if forwarded == generated.unique_events else "NO"
             print(f"  one per generated event {verdict:>12} ({generated.unique_events:,} events)")

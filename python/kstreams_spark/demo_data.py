@@ -28,8 +28,8 @@ def generate(
     rows: int = 200_000,
     partitions: int = 4,
     files: int = 20,
-    replay_probability: float = 0.2,
-    max_replay: int = 50,
+    replay_probability: float = 0.5,
+    max_replay: int = 200,
     out_of_order_ms: int = 2_000,
     seed: int = 42,
 ) -> GeneratedStream:
