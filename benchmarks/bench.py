@@ -55,6 +55,7 @@ def make_session():
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "4g")
+        .config("spark.driver.extraJavaOptions", os.environ.get("BENCH_JAVA_OPTS", ""))
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

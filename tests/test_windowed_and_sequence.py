@@ -171,3 +171,15 @@ def test_bad_windows(spark):
         KStream(df).group_by_key().windowed_by(TimeWindows.of_size_with_no_grace("0 s")).distinct()
     with pytest.raises(KStreamsError, match="windowed_by takes TimeWindows or SessionWindows"):
         KStream(df).group_by_key().windowed_by("10 s")
+
+
+def test_window_state_is_removed_once_windows_close(spark, tmp_path):
+    """60 keys, one per second, 1-second tumbling windows: without eviction 60 entries would stay."""
+    run = StreamRun(spark, str(tmp_path), windowed(TimeWindows.of_size_with_no_grace("1 second")))
+    records = with_offsets([Rec(f"k{i}", i) for i in range(60)])
+    for i in range(0, 60, 10):
+        run.add_batch(records[i:i + 10])
+    run.run()
+    state_rows = [p["stateOperators"][0]["numRowsTotal"] for p in run.progress if p["stateOperators"]]
+    assert run.output().count() == 60
+    assert state_rows[-1] < 25, state_rows

@@ -29,12 +29,11 @@ private[kstreams] final class BucketedDedupProcessor(
   import BucketedDedupProcessor._
 
   private val bucketMicros = math.max(intervalMicros, 1000000L)
-  private val sweepEveryMs = math.max(intervalMicros / 1000, 1000L)
 
   @transient private var chunks: MapState[Long, Array[Byte]] = _
   @transient private var chunkCounts: MapState[Long, Int] = _
   @transient private var streamTimes: MapState[Int, Long] = _
-  @transient private var sweepTimer: ValueState[Long] = _
+  @transient private var sweeper: Sweeper = _
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
     chunks = getHandle.getMapState[Long, Array[Byte]](
@@ -43,7 +42,7 @@ private[kstreams] final class BucketedDedupProcessor(
       "chunkCounts", Encoders.scalaLong, Encoders.scalaInt, TTLConfig.NONE)
     streamTimes = getHandle.getMapState[Int, Long](
       "streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
-    sweepTimer = getHandle.getValueState[Long]("sweepTimer", Encoders.scalaLong, TTLConfig.NONE)
+    sweeper = new Sweeper(getHandle, intervalMicros)
   }
 
   override def handleInputRows(
@@ -83,7 +82,7 @@ private[kstreams] final class BucketedDedupProcessor(
     } ++ {
       times.flush()
       if (added.nonEmpty) write(added, live)
-      if (useTimers && !sweepTimer.exists()) arm(timerValues.getCurrentWatermarkInMs())
+      if (useTimers) sweeper.ensureArmed(timerValues)
       Iterator.empty
     }
   }
@@ -125,26 +124,17 @@ private[kstreams] final class BucketedDedupProcessor(
 
   override def handleExpiredTimer(
       group: Int, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[CompactOutput] = {
-    sweepTimer.clear()
-    val watermarkMs = timerValues.getCurrentWatermarkInMs()
-    val floor = streamTimes.values().foldLeft(Long.MaxValue)(math.min)
-    val watermarkMicros = if (watermarkMs > Long.MaxValue / 1000) Long.MaxValue else watermarkMs * 1000
-    val evictBelow = math.max(if (floor == Long.MaxValue) Long.MinValue else floor, watermarkMicros) -
-      intervalMicros
-    val dead = chunkCounts.iterator().filter { case (bucket, _) =>
-      bucket * bucketMicros + bucketMicros <= evictBelow }.toVector
-    dead.foreach { case (bucket, count) =>
-      (0 until count).foreach(i => chunks.removeKey(chunkKey(bucket, i)))
-      chunkCounts.removeKey(bucket)
+    sweeper.fired(timerValues, streamTimes) { streamTime =>
+      val evictBelow = streamTime - intervalMicros
+      val dead = chunkCounts.iterator().filter { case (bucket, _) =>
+        bucket * bucketMicros + bucketMicros <= evictBelow }.toVector
+      dead.foreach { case (bucket, count) =>
+        (0 until count).foreach(i => chunks.removeKey(chunkKey(bucket, i)))
+        chunkCounts.removeKey(bucket)
+      }
+      chunkCounts.exists()
     }
-    if (chunkCounts.exists()) arm(watermarkMs)
     Iterator.empty
-  }
-
-  private def arm(watermarkMs: Long): Unit = {
-    val at = math.max(watermarkMs, 0L) + sweepEveryMs
-    getHandle.registerTimer(at)
-    sweepTimer.update(at)
   }
 }
 

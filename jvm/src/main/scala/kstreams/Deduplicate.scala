@@ -69,11 +69,11 @@ final case class StoredRecord(timestampMicros: Long, partition: Int, offset: Lon
   * State (all in the RocksDB state store, so it survives restarts):
   *  - `store`: dedup key -> [[StoredRecord]] of the record that was forwarded;
   *  - `streamTimes`: input partition -> its stream time (largest timestamp seen, micros);
-  *  - `sweepTimer`: the one pending event-time timer of this group.
+  *  - the [[Sweeper]]'s one pending event-time timer of this group.
   *
   * Eviction is one timer per group, not per key: when the watermark reaches it, the processor
   * sweeps out entries that no future record can see as live (`ts < max(streamTime, watermark) -
-  * interval`) and re-arms for `sweepEveryMs` later. Results never depend on when sweeps run, since
+  * interval`) and re-arms. Results never depend on when sweeps run, since
   * a dead entry is also ignored (and purged) when it is read.
   */
 private[kstreams] final class DeduplicateProcessor(
@@ -85,19 +85,18 @@ private[kstreams] final class DeduplicateProcessor(
     extends StatefulProcessor[Int, Row, Row] {
 
   private val NoOffset = Long.MinValue
-  private val sweepEveryMs = math.max(intervalMicros / 1000, 1000L)
   private val output = new ArrivalOrder.Output(layout, extraWidth = 0)
 
   @transient private var store: MapState[Row, StoredRecord] = _
   @transient private var streamTimes: MapState[Int, Long] = _
-  @transient private var sweepTimer: ValueState[Long] = _
+  @transient private var sweeper: Sweeper = _
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
     store = getHandle.getMapState[Row, StoredRecord](
       "store", Encoders.row(dedupKeySchema), Encoders.product[StoredRecord], TTLConfig.NONE)
     streamTimes = getHandle.getMapState[Int, Long](
       "streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
-    sweepTimer = getHandle.getValueState[Long]("sweepTimer", Encoders.scalaLong, TTLConfig.NONE)
+    sweeper = new Sweeper(getHandle, intervalMicros)
   }
 
   override def handleInputRows(
@@ -111,7 +110,7 @@ private[kstreams] final class DeduplicateProcessor(
     }
     results ++ {
       times.flush()
-      if (useTimers && !sweepTimer.exists()) arm(timerValues.getCurrentWatermarkInMs())
+      if (useTimers) sweeper.ensureArmed(timerValues)
       Iterator.empty
     }
   }
@@ -147,21 +146,12 @@ private[kstreams] final class DeduplicateProcessor(
 
   override def handleExpiredTimer(
       group: Int, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
-    sweepTimer.clear()
-    val watermarkMs = timerValues.getCurrentWatermarkInMs()
-    val streamTimeFloor = streamTimes.values().foldLeft(Long.MaxValue)(math.min)
-    val watermarkMicros = if (watermarkMs > Long.MaxValue / 1000) Long.MaxValue else watermarkMs * 1000
-    val evictBelow = math.max(if (streamTimeFloor == Long.MaxValue) Long.MinValue else streamTimeFloor,
-      watermarkMicros) - intervalMicros
-    val dead = store.iterator().collect { case (k, v) if v.timestampMicros < evictBelow => k }.toVector
-    dead.foreach(store.removeKey)
-    if (store.exists()) arm(watermarkMs)
+    sweeper.fired(timerValues, streamTimes) { streamTime =>
+      val evictBelow = streamTime - intervalMicros
+      val dead = store.iterator().collect { case (k, v) if v.timestampMicros < evictBelow => k }.toVector
+      dead.foreach(store.removeKey)
+      store.exists()
+    }
     Iterator.empty
-  }
-
-  private def arm(watermarkMs: Long): Unit = {
-    val at = math.max(watermarkMs, 0L) + sweepEveryMs
-    getHandle.registerTimer(at)
-    sweepTimer.update(at)
   }
 }

@@ -56,11 +56,10 @@ private[kstreams] abstract class WindowProcessor(
     extends StatefulProcessor[Int, Row, Row] {
 
   private val keyIndex = layout.extraIndex(WindowedDistinct.Key)
-  private val sweepEveryMs = math.max(retainMicros / 1000, 1000L)
   protected val output = new ArrivalOrder.Output(layout, extraWidth = 2)
 
   @transient protected var streamTimes: MapState[Int, Long] = _
-  @transient private var sweepTimer: ValueState[Long] = _
+  @transient private var sweeper: Sweeper = _
 
   protected def initStore(): Unit
   /** Handles one record of a non-null key; returns the output row (forwarded or a marker). */
@@ -71,7 +70,7 @@ private[kstreams] abstract class WindowProcessor(
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
     streamTimes = getHandle.getMapState[Int, Long](
       "streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
-    sweepTimer = getHandle.getValueState[Long]("sweepTimer", Encoders.scalaLong, TTLConfig.NONE)
+    sweeper = new Sweeper(getHandle, retainMicros)
     initStore()
   }
 
@@ -88,26 +87,15 @@ private[kstreams] abstract class WindowProcessor(
       else process(row, key, ts, streamTime)
     } ++ {
       times.flush()
-      if (useTimers && !sweepTimer.exists()) arm(timerValues.getCurrentWatermarkInMs())
+      if (useTimers) sweeper.ensureArmed(timerValues)
       Iterator.empty
     }
   }
 
   override def handleExpiredTimer(
       group: Int, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
-    sweepTimer.clear()
-    val watermarkMs = timerValues.getCurrentWatermarkInMs()
-    val floor = streamTimes.values().foldLeft(Long.MaxValue)(math.min)
-    val watermarkMicros = if (watermarkMs > Long.MaxValue / 1000) Long.MaxValue else watermarkMs * 1000
-    val streamTime = math.max(if (floor == Long.MaxValue) Long.MinValue else floor, watermarkMicros)
-    if (sweep(streamTime)) arm(watermarkMs)
+    sweeper.fired(timerValues, streamTimes)(sweep)
     Iterator.empty
-  }
-
-  private def arm(watermarkMs: Long): Unit = {
-    val at = math.max(watermarkMs, 0L) + sweepEveryMs
-    getHandle.registerTimer(at)
-    sweepTimer.update(at)
   }
 }
 
