@@ -60,8 +60,14 @@ $(VENV)/.bench-deps: $(VENV)/.deps requirements-bench.txt
 	$(PY) -m pip install -q -r requirements-bench.txt
 	touch $@
 
+# PyFlink pins its own py4j, so it gets a virtualenv of its own.
+.venv-flink/.deps: requirements-flink.txt
+	test -x .venv-flink/bin/python || $(PYTHON) -m venv .venv-flink
+	.venv-flink/bin/python -m pip install -q -r requirements-flink.txt
+	touch $@
+
 # BENCH_ARGS="--rows 200000 --keys 150000" for a quick run
-bench: install $(VENV)/.bench-deps
+bench: install $(VENV)/.bench-deps .venv-flink/.deps
 	$(PY) benchmarks/bench.py $(BENCH_ARGS)
 
 clean:

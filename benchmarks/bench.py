@@ -37,8 +37,15 @@ def parse_args(argv=None):
     p.add_argument("--spread-ms", type=int, default=0, help="out-of-order spread of event times")
     p.add_argument("--interval", default="10 seconds")
     p.add_argument("--only", help="comma-separated candidate names to run")
+    p.add_argument("--flink-python", default=os.path.join(os.path.dirname(HERE), ".venv-flink", "bin", "python"),
+                   help="python of a virtualenv with apache-flink (make bench creates .venv-flink)")
     p.add_argument("--no-update", action="store_true", help="do not touch RESULTS.md / latest.*")
     p.add_argument("--note", default="", help="a note for the history line")
+    p.add_argument("--scaling", action="store_true",
+                   help="instead: the scaling series (kstreams and Spark's RocksDB dedup), written to "
+                        "results/scaling.json/png and RESULTS.md")
+    p.add_argument("--scaling-rows", default="1000000,4000000,16000000")
+    p.add_argument("--scaling-keys", default="10000,1000000,10000000", help="key counts at 4M rows")
     return p.parse_args(argv)
 
 
@@ -133,14 +140,75 @@ def run_one(spark, name, provider, op, source, workdir):
     }
 
 
+def flink(args, csv_folder):
+    """PyFlink keep-first dedup (ROW_NUMBER, streaming mode, local, parallelism 2) in its own venv."""
+    import subprocess
+
+    done = subprocess.run([args.flink_python, os.path.join(HERE, "flink_dedup.py"), csv_folder, str(args.rows)],
+                          capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        print("flink failed:", done.stderr[-2000:])
+        return {"rows_per_s": float("nan"), "error": done.stderr[-2000:]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def jvm_limit(spark, args, interval_ms):
     rate, forwarded = spark._jvm.kstreams.bench.DedupLimit.run(
         args.rows, args.keys, args.partitions, args.dup_every, args.spread_ms, interval_ms)
     return {"rows_per_s": rate, "forwarded": forwarded}
 
 
+def scaling(args):
+    """Throughput and peak state as the stream grows (125,000 rows per micro-batch throughout)."""
+    import copy
+
+    spark = make_session()
+    series = []
+    points = [(int(r), int(min(int(r) * 0.75, 10_000_000))) for r in args.scaling_rows.split(",")]
+    points += [(4_000_000, int(k)) for k in args.scaling_keys.split(",")]
+    workdir = tempfile.mkdtemp(prefix="kstreams-scaling-")
+    try:
+        for rows, keys in dict.fromkeys(points):
+            run_args = copy.copy(args)
+            run_args.rows, run_args.keys, run_args.files = rows, keys, max(1, rows // 125_000)
+            source = os.path.join(workdir, f"input-{rows}-{keys}")
+            print(f"generating {rows:,} rows, {keys:,} keys ...", flush=True)
+            generate(spark, source, run_args)
+            chosen = {k: v for k, v in candidates(run_args).items()
+                      if k in ("kstreams", "spark_dedup_within_watermark_rocksdb")}
+            for name, (provider, op) in chosen.items():
+                r = run_one(spark, f"{name}-{rows}-{keys}", provider, op, source, workdir)
+                r.update(name=name, rows=rows, keys=keys)
+                series.append(r)
+                print(f"  {name}: {r['rows_per_s']:,.0f} rows/s, peak state rows {r['peak_state_rows']:,}, "
+                      f"peak state MB {r['peak_state_bytes'] / 1e6:.1f}", flush=True)
+            shutil.rmtree(source, ignore_errors=True)
+    finally:
+        spark.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, "scaling.json"), "w") as f:
+        json.dump({"command": "python benchmarks/bench.py " + " ".join(sys.argv[1:]), "series": series}, f, indent=2)
+    lines = ["| rows | keys | candidate | rows/s | peak state rows | peak state MB |", "|---:|---:|---|---:|---:|---:|"]
+    lines += [f"| {r['rows']:,} | {r['keys']:,} | {r['name']} | {r['rows_per_s']:,.0f} | "
+              f"{r['peak_state_rows']:,} | {r['peak_state_bytes'] / 1e6:.1f} |" for r in series]
+    table = "\n".join(lines)
+    print(table)
+    path = os.path.join(HERE, "RESULTS.md")
+    text = open(path).read()
+    body = f"<!-- scaling -->\n`{'python benchmarks/bench.py ' + ' '.join(sys.argv[1:])}`\n\n{table}\n<!-- /scaling -->"
+    if "<!-- scaling -->" in text:
+        text = re.sub(r"<!-- scaling -->.*<!-- /scaling -->", lambda _: body, text, flags=re.S)
+    else:
+        text = text.replace("## History", f"## Scaling\n\n{body}\n\n## History")
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if args.scaling:
+        return scaling(args)
     spark = make_session()
     from kstreams_spark import KStream  # noqa: F401  (jar is on the classpath)
 
@@ -165,6 +233,12 @@ def main(argv=None):
             results[name] = run_one(spark, name, provider, op, source, workdir)
         if not args.only or "jvm_limit" in args.only:
             results["jvm_limit"] = jvm_limit(spark, args, interval_ms)
+        if (not args.only or "flink" in args.only) and os.path.exists(args.flink_python):
+            csv = os.path.join(workdir, "csv")
+            spark.read.parquet(source).selectExpr(
+                "key", "value", "unix_millis(timestamp) AS ts_ms", "partition", "offset").write.csv(csv)
+            print("running flink ...", flush=True)
+            results["flink"] = flink(args, csv)
     finally:
         spark.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -177,10 +251,10 @@ def report(args, results):
              "|---|---:|---:|---:|---:|---:|"]
     for name, r in results.items():
         ratio = f"{ours / r['rows_per_s']:.2f}x" if ours and name != "kstreams" else ""
-        lines.append(
-            f"| {name} | {r['rows_per_s']:,.0f} | {ratio} | {r.get('peak_state_rows', ''):,} | "
-            f"{r.get('peak_state_bytes', 0) / 1e6:.1f} | {r.get('seconds', 0):.1f} |"
-            if "seconds" in r else f"| {name} | {r['rows_per_s']:,.0f} | {ratio} | | | |")
+        state_rows = f"{r['peak_state_rows']:,}" if "peak_state_rows" in r else ""
+        state_mb = f"{r['peak_state_bytes'] / 1e6:.1f}" if "peak_state_bytes" in r else ""
+        seconds = f"{r['seconds']:.1f}" if "seconds" in r else ""
+        lines.append(f"| {name} | {r['rows_per_s']:,.0f} | {ratio} | {state_rows} | {state_mb} | {seconds} |")
     table = "\n".join(lines)
     print()
     print(table)
