@@ -7,7 +7,9 @@ import org.apache.spark.sql.types._
 
 /** The KIP-655 deduplication operators (spec section 2): `deduplicateByKey`,
   * `deduplicateByKeyValue` and `deduplicate` differ only in the dedup key and in whether state is
-  * scoped to the input partition or global. One processor does all three.
+  * scoped to the input partition or global. Per-partition state uses the time-bucketed
+  * [[BucketedDedupProcessor]]; the global store of `deduplicate`, where a purge by one partition's
+  * stream time must be seen by the others, uses [[DeduplicateProcessor]] with one entry per id.
   */
 private[kstreams] object Deduplicate {
   val DedupKey = "__kstreams_dedup_key"
@@ -24,12 +26,22 @@ private[kstreams] object Deduplicate {
     val resolved = columns.resolve(df)
     parts.foreach { case (name, c) =>
       StreamColumns.checkKeyType(s"dedup key part '$name'", df.select(c).schema.head.dataType) }
-    if (scope == GroupScope.PerPartition) {
-      return perPartition(df, resolved, parts, intervalMicros, metricName)
+    scope match {
+      case GroupScope.PerPartition => perPartition(df, resolved, parts, intervalMicros, metricName)
+      case GroupScope.Global => global(df, resolved, parts, intervalMicros, metricName)
     }
+  }
+
+  /** `deduplicate`: one group for the whole stream, one state row per id. */
+  private def global(
+      df: DataFrame,
+      resolved: ResolvedColumns,
+      parts: Seq[(String, Column)],
+      intervalMicros: Long,
+      metricName: String): DataFrame = {
     val keyStruct = struct(parts.map { case (name, c) => c.as(name) }: _*)
-    val prepared = ArrivalOrder.prepare(
-      df, resolved, scope, Seq(DedupKey -> keyStruct), watermarkDelayMicros = Some(intervalMicros))
+    val prepared = ArrivalOrder.prepare(df, resolved, GroupScope.Global, Seq(DedupKey -> keyStruct),
+      watermarkDelayMicros = Some(intervalMicros))
     val keySchema = prepared.inputSchema(DedupKey).dataType.asInstanceOf[StructType]
     val processor = new DeduplicateProcessor(
       intervalMicros, prepared.layout, prepared.layout.extraIndex(DedupKey), keySchema,
@@ -64,7 +76,8 @@ private[kstreams] object Deduplicate {
 /** What the dedup store keeps for a dedup key: the forwarded record's timestamp and position. */
 final case class StoredRecord(timestampMicros: Long, partition: Int, offset: Long)
 
-/** Runs the spec's dedup rule over one group's records in arrival order.
+/** Runs the spec's dedup rule over one group's records in arrival order (used for the global
+  * store of `deduplicate`).
   *
   * State (all in the RocksDB state store, so it survives restarts):
   *  - `store`: dedup key -> [[StoredRecord]] of the record that was forwarded;
