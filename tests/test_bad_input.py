@@ -149,3 +149,26 @@ def test_null_timestamps_can_be_skipped_and_counted(spark, tmp_path):
         if name.startswith("kstreams_null_timestamps")
     ]
     assert sum(counts) == 2
+
+
+def test_dataframe_of_a_stopped_session(tmp_path):
+    """Runs in its own process, since it stops its SparkContext."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "stopped.py"
+    script.write_text(
+        "from pyspark.sql import SparkSession\n"
+        "from kstreams_spark import KStream, KStreamsError, configure_spark\n"
+        "spark = configure_spark(SparkSession.builder.master('local[1]')"
+        ".config('spark.ui.enabled', 'false')).getOrCreate()\n"
+        "df = spark.createDataFrame([('a', 1)], 'key string, secs int')"
+        ".selectExpr('key', 'timestamp_seconds(secs) AS timestamp')\n"
+        "spark.stop()\n"
+        "try:\n"
+        "    KStream(df).deduplicate_by_key('1 s')\n"
+        "except KStreamsError as e:\n"
+        "    print('KStreamsError:', e)\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180)
+    assert "KStreamsError: the DataFrame belongs to a SparkSession whose SparkContext is stopped" in out.stdout, out.stderr[-2000:]
