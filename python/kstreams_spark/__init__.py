@@ -6,11 +6,23 @@
 """
 from kstreams_spark._jvm import jar_path
 from kstreams_spark.errors import KStreamsError
-from kstreams_spark.kstream import KGroupedStream, KStream, SessionWindows, TimeWindows, WindowedKStream
+from kstreams_spark.kstream import (
+    BranchedKStream,
+    JoinWindows,
+    KGroupedStream,
+    KStream,
+    SessionWindows,
+    TimeWindows,
+    WindowedKStream,
+)
+from kstreams_spark.ktable import KTable
 from kstreams_spark.metrics import operator_metrics
 from kstreams_spark.session import configure_spark
 
 __all__ = [
+    "BranchedKStream",
+    "JoinWindows",
+    "KTable",
     "KGroupedStream",
     "KStream",
     "KStreamsError",

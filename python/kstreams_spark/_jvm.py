@@ -46,13 +46,22 @@ def python_api(spark: SparkSession):
 def jvm_errors() -> Iterator[None]:
     """Turns the JVM's ``kstreams.KStreamsException`` into :class:`KStreamsError`."""
     from py4j.protocol import Py4JJavaError
+    from pyspark.errors import AnalysisException
 
     try:
         yield
+    except AnalysisException as e:
+        # a user's Column expression that does not resolve (pyspark already converted it)
+        first = (e.getMessage() or str(e)).strip().splitlines()[0]
+        raise KStreamsError(f"Spark could not resolve an expression: {first}") from None
     except Py4JJavaError as e:
         message = _kstreams_message(e.java_exception)
         if message is not None:
             raise KStreamsError(message) from None
+        if "AnalysisException" in e.java_exception.getClass().getName():
+            # a user's Column expression that does not resolve: Spark's own message says why
+            first = str(e.java_exception.getMessage()).strip().splitlines()[0]
+            raise KStreamsError(f"Spark could not resolve an expression: {first}") from None
         raise
 
 

@@ -2,7 +2,8 @@
 
 Every operator counts, per micro-batch, the records it forwarded and those it dropped by reason
 (``duplicates_dropped``, ``late_dropped``; ``null_timestamps_skipped`` with
-``on_null_timestamp="skip"``). They are observed metrics of the query, named
+``on_null_timestamp="skip"``; tables and aggregations: ``idempotent-updates-dropped``,
+``null_keys_dropped``, ``null_values_dropped``). They are observed metrics of the query, named
 ``kstreams_<operator>_<n>``, so they also appear in ``query.lastProgress["observedMetrics"]``.
 """
 from __future__ import annotations
@@ -11,12 +12,18 @@ from collections import defaultdict
 from typing import Any, Dict, Iterable
 
 
-def operator_metrics(progresses: Iterable[Dict[str, Any]]) -> Dict[str, Dict[str, int]]:
+def operator_metrics(
+    progresses: Iterable[Dict[str, Any]], rates: bool = False
+) -> Dict[str, Dict[str, float]]:
     """Sums the kstreams counters over query progress reports (e.g. ``query.recentProgress``).
+    With ``rates=True`` each counter also gets ``<counter>-rate``: its total per second of
+    micro-batch time (as Kafka Streams' ``-total`` / ``-rate`` pairs, e.g.
+    ``idempotent-updates-dropped`` and ``idempotent-updates-dropped-rate``).
 
     >>> operator_metrics(query.recentProgress)
     {'kstreams_deduplicate_by_key_1': {'forwarded': 980, 'duplicates_dropped': 20}}
     """
+    progresses = list(progresses)
     totals: Dict[str, Dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for progress in progresses:
         for name, row in (progress["observedMetrics"] or {}).items():
@@ -24,4 +31,10 @@ def operator_metrics(progresses: Iterable[Dict[str, Any]]) -> Dict[str, Dict[str
                 values = row.asDict() if hasattr(row, "asDict") else dict(row)
                 for metric, value in values.items():
                     totals[name][metric] += int(value or 0)
-    return {name: dict(values) for name, values in totals.items()}
+    result: Dict[str, Dict[str, float]] = {name: dict(values) for name, values in totals.items()}
+    if rates:
+        seconds = sum(p["batchDuration"] or 0 for p in progresses) / 1000.0
+        for values in result.values():
+            for metric, total in list(values.items()):
+                values[f"{metric}-rate"] = total / seconds if seconds > 0 else 0.0
+    return result

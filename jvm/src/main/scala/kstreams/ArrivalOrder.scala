@@ -141,15 +141,9 @@ private[kstreams] object ArrivalOrder {
       case None => lit(0)
     }
     val offsetCol = columns.offset.map(f => col(quote(f.name)).cast(LongType))
-    def where: Column = concat(lit("partition "), coalesce(partitionCol.cast(StringType), lit("null")),
-      lit(", offset "), offsetCol.map(o => coalesce(o.cast(StringType), lit("null")))
-        .getOrElse(lit("n/a (no offset column)")))
+    def where: Column = whereColumn(partitionCol, offsetCol)
     val tsMicros = tsName match {
-      case Some(name) if compact =>
-        when(col(quote(name)).isNull, raise_error(concat(
-          lit(s"null timestamp in column '$name' at "), where, lit("; fix the producer, or pass " +
-            "on_null_timestamp='skip' (Scala: NullTimestamps.Skip) to skip and count such records"))))
-          .otherwise(unix_micros(col(quote(name))))
+      case Some(name) if compact => timestampMicros(name, partitionCol, offsetCol, failOnNull = true)
       case Some(name) => unix_micros(col(quote(name)))
       case None => lit(null).cast(LongType)
     }
@@ -185,6 +179,23 @@ private[kstreams] object ArrivalOrder {
       if (tsName.contains(f.name)) f.copy(metadata = Metadata.empty) else f)
     (sorted, StructType(userOutput))
   }
+
+  /** `partition 3, offset 42` as a column, for errors raised inside Catalyst. */
+  private def whereColumn(partition: Column, offset: Option[Column]): Column =
+    concat(lit("partition "), coalesce(partition.cast(StringType), lit("null")),
+      lit(", offset "), offset.map(o => coalesce(o.cast(StringType), lit("null")))
+        .getOrElse(lit("n/a (no offset column)")))
+
+  /** The timestamp column `name` in microseconds; with `failOnNull`, a null fails the query with an
+    * error naming the column, partition and offset (spec section 1). */
+  def timestampMicros(name: String, partition: Column, offset: Option[Column], failOnNull: Boolean)
+      : Column =
+    if (!failOnNull) unix_micros(col(quote(name)))
+    else when(col(quote(name)).isNull, raise_error(concat(
+      lit(s"null timestamp in column '$name' at "), whereColumn(partition, offset),
+      lit("; fix the producer, or pass on_null_timestamp='skip' (Scala: NullTimestamps.Skip) " +
+        "to skip and count such records"))))
+      .otherwise(unix_micros(col(quote(name))))
 
   /** Counts what the processor forwarded and dropped (by reason) as the observed metric `name` of
     * the query progress, then keeps the forwarded rows only and drops helper columns.

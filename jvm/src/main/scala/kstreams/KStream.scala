@@ -2,9 +2,10 @@ package kstreams
 
 import java.time.Duration
 
-import org.apache.spark.sql.{Column, DataFrame, SparkSession}
-import org.apache.spark.sql.functions.col
-import org.apache.spark.sql.types.DataType
+import org.apache.spark.sql.{Column, DataFrame, Row, SparkSession}
+import org.apache.spark.sql.functions._
+import org.apache.spark.sql.streaming.DataStreamWriter
+import org.apache.spark.sql.types._
 
 /** A Kafka-Streams-style view of a DataFrame (streaming or batch).
   *
@@ -63,11 +64,130 @@ final class KStream(val df: DataFrame, val columns: StreamColumns) {
   def deduplicateBySequence(sequence: Column): KStream =
     withDf(DeduplicateBySequence(df, columns, sequence))
 
-  /** Groups records by key for windowed operators.
+  /** Groups records by key for aggregations and windowed operators.
     *
     * {{{ KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s")).distinct() }}}
     */
   def groupByKey: KGroupedStream = new KGroupedStream(this)
+
+  /** Groups records by a new key `keySelector(key, value)` ([[selectKey]] then [[groupByKey]]).
+    *
+    * {{{ KStream(df).groupBy((k, v) => get_json_object(v, "$.user")).count() }}}
+    */
+  def groupBy(keySelector: (Column, Column) => Column): KGroupedStream = selectKey(keySelector).groupByKey
+
+  // ---- stateless operators: each keeps the input's timestamp (spec section 5) ----
+
+  /** Keeps the records for which `predicate` is true (null counts as false).
+    * {{{ KStream(df).filter(col("value").startsWith("a")) }}} */
+  def filter(predicate: Column): KStream = withDf(df.where(coalesce(predicate, lit(false))))
+
+  /** Keeps the records for which `predicate` is false or null.
+    * {{{ KStream(df).filterNot(col("value").isNull) }}} */
+  def filterNot(predicate: Column): KStream = withDf(df.where(!coalesce(predicate, lit(false))))
+
+  /** Replaces the value with `mapper(value)`. {{{ KStream(df).mapValues(v => upper(v)) }}} */
+  def mapValues(mapper: Column => Column): KStream =
+    withDf(df.withColumn(columns.value, mapper(valueColumn)))
+
+  /** Replaces the key with `keySelector(key, value)`.
+    * {{{ KStream(df).selectKey((k, v) => get_json_object(v, "$.user")) }}} */
+  def selectKey(keySelector: (Column, Column) => Column): KStream =
+    withDf(df.withColumn(columns.key, keySelector(keyColumn, valueColumn)))
+
+  /** Replaces key and value with `mapper(key, value)`.
+    * {{{ KStream(df).map((k, v) => (v, k)) }}} */
+  def map(mapper: (Column, Column) => (Column, Column)): KStream = {
+    val (newKey, newValue) = mapper(keyColumn, valueColumn)
+    val keyed = df.withColumns(Map(KStream.NewKey -> newKey, KStream.NewValue -> newValue))
+    withDf(keyed.withColumn(columns.key, col(KStream.NewKey)).withColumn(columns.value, col(KStream.NewValue))
+      .drop(KStream.NewKey, KStream.NewValue))
+  }
+
+  /** Replaces each record by the records of `mapper(key, value)`, an array of structs with fields
+    * `key` and `value` (each gets the input's other columns, timestamp included).
+    * {{{ KStream(df).flatMap((k, v) => array(struct(k.as("key"), v.as("value")))) }}} */
+  def flatMap(mapper: (Column, Column) => Column): KStream = {
+    val exploded = df.withColumn(KStream.NewKey, explode(mapper(keyColumn, valueColumn)))
+    withDf(exploded.withColumn(columns.key, col(s"${KStream.NewKey}.key"))
+      .withColumn(columns.value, col(s"${KStream.NewKey}.value")).drop(KStream.NewKey))
+  }
+
+  /** Replaces each record by one record per element of the array `mapper(value)`.
+    * {{{ KStream(df).flatMapValues(v => split(v, " ")) }}} */
+  def flatMapValues(mapper: Column => Column): KStream =
+    withDf(df.withColumn(columns.value, explode(mapper(valueColumn))))
+
+  /** Calls `action` on each record as it passes (side effects only, e.g. logging); the records
+    * are unchanged. {{{ KStream(df).peek(row => println(row)) }}} */
+  def peek(action: Row => Unit): KStream = {
+    val all = struct(df.columns.toIndexedSeq.map(c => col(ArrivalOrder.quote(c))): _*)
+    val call = udf((row: Row) => { action(row); true }).asNondeterministic()
+    withDf(df.where(call(all)))
+  }
+
+  /** Splits the stream by predicates (Kafka's `split()`): each record goes to the first branch
+    * whose predicate is true, else to the default branch.
+    * {{{ KStream(df).split().branch(col("value") > 0, "positive").defaultBranch("other") }}} */
+  def split(): BranchedKStream = new BranchedKStream(this, Nil)
+
+  /** Both streams' records (same columns). {{{ KStream(a).merge(KStream(b)) }}} */
+  def merge(other: KStream): KStream = {
+    if (df.columns.toSet != other.df.columns.toSet) throw new KStreamsException(
+      s"merge needs streams with the same columns; this has ${df.columns.mkString(", ")}, " +
+        s"the other has ${other.df.columns.mkString(", ")}")
+    withDf(df.unionByName(other.df))
+  }
+
+  /** The records as Spark's Kafka sink wants them for `topic`: `key` and `value` (strings or
+    * bytes; other types as JSON), and a header `kstreams.timestamp` with the record's timestamp in
+    * epoch milliseconds, since Spark's Kafka sink cannot set a record's timestamp.
+    * {{{ KStream(df).to("out").option("kafka.bootstrap.servers", "...").start() }}} */
+  def toKafkaRecords(topic: String): DataFrame = {
+    def bytes(c: Column, t: DataType): Column = t match {
+      case StringType | BinaryType => c
+      case _: StructType | _: ArrayType | _: MapType => to_json(c)
+      case _ => c.cast(StringType)
+    }
+    val keyType = columns.keyField(df).dataType
+    val valueType = KStream.resolveId(df, valueColumn, "value")
+    val tsHeader = struct(lit("kstreams.timestamp").as("key"),
+      unix_millis(col(ArrivalOrder.quote(columns.timestamp))).cast(StringType).cast(BinaryType).as("value"))
+    df.select(bytes(keyColumn, keyType).as("key"), bytes(valueColumn, valueType).as("value"),
+      lit(topic).as("topic"), array(tsHeader).as("headers"))
+  }
+
+  /** Writes the stream to the Kafka topic `topic` (see [[toKafkaRecords]]); set the servers and
+    * the checkpoint location on the returned writer, then `start()`. */
+  def to(topic: String): DataStreamWriter[Row] =
+    toKafkaRecords(topic).writeStream.format("kafka")
+
+  /** The stream read as a table: latest value per key, a null value deletes (Kafka's
+    * `toTable()`); idempotent updates are dropped (KIP-557).
+    * {{{ KStream(df).toTable.join(other, (a, b) => concat(a, b)) }}} */
+  def toTable: KTable = KTable.fromStream(this)
+
+  /** Windowed inner join: records with equal keys and `|t1 - t2| <= timeDifference` give
+    * `joiner(thisValue, otherValue)` at max(t1, t2).
+    * {{{ left.join(right, (l, r) => concat(l, r), JoinWindows.ofTimeDifferenceWithNoGrace("100 ms")) }}} */
+  def join(other: KStream, joiner: (Column, Column) => Column, windows: JoinWindows): KStream =
+    StreamJoin(this, other, joiner, windows, JoinKind.Inner)
+
+  /** [[join]], plus each record of this stream that never matched, with a null other value, when
+    * its window closes. */
+  def leftJoin(other: KStream, joiner: (Column, Column) => Column, windows: JoinWindows): KStream =
+    StreamJoin(this, other, joiner, windows, JoinKind.Left)
+
+  /** [[join]], plus the unmatched records of both streams when their windows close. */
+  def outerJoin(other: KStream, joiner: (Column, Column) => Column, windows: JoinWindows): KStream =
+    StreamJoin(this, other, joiner, windows, JoinKind.Outer)
+
+  private def keyColumn: Column = col(ArrivalOrder.quote(columns.keyField(df).name))
+
+  private def valueColumn: Column = {
+    if (!df.columns.contains(columns.value)) throw StreamColumns.missing(df, columns.value, "value")
+    col(ArrivalOrder.quote(columns.value))
+  }
 
   private def dedupByKey(intervalMicros: Long): KStream = {
     val key = columns.keyField(df)
@@ -92,6 +212,9 @@ final class KStream(val df: DataFrame, val columns: StreamColumns) {
 }
 
 object KStream {
+  private val NewKey = "__kstreams_new_key"
+  private val NewValue = "__kstreams_new_value"
+
   /** A KStream over `df` with the column names of Spark's Kafka source. */
   def apply(df: DataFrame): KStream = new KStream(df, StreamColumns())
 
@@ -119,5 +242,33 @@ object KStream {
             s"DataFrame or session?); available columns: ${df.schema.fieldNames.mkString(", ")}. " +
             s"Spark said: ${e.getMessage.linesIterator.next()}", e)
     }
+  }
+}
+
+/** `KStream.split()`: branches in order; a record goes to the first whose predicate is true.
+  *
+  * {{{
+  * val branches = KStream(df).split().branch(col("v") > 0, "pos").branch(col("v") < 0, "neg")
+  *   .defaultBranch("zero")   // Map("pos" -> ..., "neg" -> ..., "zero" -> ...)
+  * }}}
+  */
+final class BranchedKStream private[kstreams] (stream: KStream, branches: Seq[(String, Column)]) {
+  /** Adds a branch named `name` for the records `predicate` is true for (null counts as false). */
+  def branch(predicate: Column, name: String): BranchedKStream = {
+    if (branches.exists(_._1 == name)) throw new KStreamsException(s"branch name '$name' is used twice")
+    new BranchedKStream(stream, branches :+ (name -> coalesce(predicate, lit(false))))
+  }
+
+  /** The branches, plus `name` for the records no predicate took. */
+  def defaultBranch(name: String): Map[String, KStream] =
+    branch(lit(true), name).noDefaultBranch()
+
+  /** The branches; records no predicate took are dropped (as in Kafka Streams). */
+  def noDefaultBranch(): Map[String, KStream] = {
+    branches.zipWithIndex.map { case ((name, predicate), i) =>
+      val earlier = branches.take(i).map(_._2)
+      val mine = earlier.foldLeft(predicate)((acc, p) => acc && !p)
+      name -> stream.filter(mine)
+    }.toMap
   }
 }

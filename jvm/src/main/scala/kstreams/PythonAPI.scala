@@ -45,4 +45,84 @@ object PythonAPI {
       else SessionWindows.ofInactivityGapAndGrace(gap, grace)
     ks.groupByKey.windowedBy(windows).distinct().df
   }
+
+  // ---- the DSL. Python applies its functions to Columns named below, once, and passes the
+  // ---- resulting expressions here; nothing runs row by row in Python.
+
+  /** Names of the adder's inputs (aggregate, value) and of the joiner's (left, right value). */
+  def aggregateInputName: String = Aggregate.AggInput
+  def valueInputName: String = Aggregate.ValueInput
+  def leftValueName: String = Keyed.value(0)
+  def rightValueName: String = Keyed.value(1)
+
+  /** key, value, timestamp, partition (or null), offset (or null), on-null-timestamp. */
+  def columnNames(ks: KStream): Array[String] = {
+    val c = ks.columns
+    Array(c.key, c.value, c.timestamp, c.partition.orNull, c.offset.orNull,
+      if (c.onNullTimestamp == NullTimestamps.Skip) "skip" else "fail")
+  }
+
+  def filter(ks: KStream, predicate: Column): KStream = ks.filter(predicate)
+  def filterNot(ks: KStream, predicate: Column): KStream = ks.filterNot(predicate)
+  def mapValues(ks: KStream, newValue: Column): KStream = ks.mapValues(_ => newValue)
+  def selectKey(ks: KStream, newKey: Column): KStream = ks.selectKey((_, _) => newKey)
+  def map(ks: KStream, newKey: Column, newValue: Column): KStream = ks.map((_, _) => (newKey, newValue))
+  def flatMap(ks: KStream, pairs: Column): KStream = ks.flatMap((_, _) => pairs)
+  def flatMapValues(ks: KStream, values: Column): KStream = ks.flatMapValues(_ => values)
+  def merge(ks: KStream, other: KStream): KStream = ks.merge(other)
+  def kafkaRecords(ks: KStream, topic: String): DataFrame = ks.toKafkaRecords(topic)
+
+  /** Branches in order; `defaultName` null means no default branch. */
+  def split(ks: KStream, predicates: Array[Column], names: Array[String], defaultName: String)
+      : java.util.Map[String, KStream] = {
+    val branched = predicates.zip(names).foldLeft(ks.split()) { case (b, (p, n)) => b.branch(p, n) }
+    val branches = if (defaultName == null) branched.noDefaultBranch() else branched.defaultBranch(defaultName)
+    scala.jdk.CollectionConverters.MapHasAsJava(branches).asJava
+  }
+
+  def toTable(ks: KStream): KTable = ks.toTable
+  def tableStream(table: KTable): KStream = table.toStream
+
+  private def grouped[T](ks: KStream, windowSize: String, grace: String)(
+      plain: KGroupedStream => T, windowed: TimeWindowedKStream => T): T =
+    if (windowSize == null) plain(ks.groupByKey)
+    else windowed(ks.groupByKey.windowedBy(
+      if (grace == null) TimeWindows.ofSizeWithNoGrace(windowSize) else TimeWindows.ofSizeAndGrace(windowSize, grace)))
+
+  /** count per key, or per tumbling window when `windowSize` is not null. */
+  def count(ks: KStream, windowSize: String, grace: String): KTable =
+    grouped(ks, windowSize, grace)(_.count(), _.count())
+
+  def reduce(ks: KStream, adder: Column, windowSize: String, grace: String): KTable =
+    grouped(ks, windowSize, grace)(_.reduce((_, _) => adder), _.reduce((_, _) => adder))
+
+  def aggregate(ks: KStream, initializer: Column, adder: Column, windowSize: String, grace: String): KTable =
+    grouped(ks, windowSize, grace)(_.aggregate(initializer, (_, _) => adder),
+      _.aggregate(initializer, (_, _) => adder))
+
+  /** `kind` is "inner", "left" or "outer"; `grace` may be null. */
+  def streamJoin(ks: KStream, other: KStream, joined: Column, kind: String, timeDifference: String,
+      grace: String): KStream = {
+    val windows = if (grace == null) JoinWindows.ofTimeDifferenceWithNoGrace(timeDifference)
+      else JoinWindows.ofTimeDifferenceAndGrace(timeDifference, grace)
+    joinKind(kind) match {
+      case JoinKind.Inner => ks.join(other, (_, _) => joined, windows)
+      case JoinKind.Left => ks.leftJoin(other, (_, _) => joined, windows)
+      case JoinKind.Outer => ks.outerJoin(other, (_, _) => joined, windows)
+    }
+  }
+
+  def tableJoin(table: KTable, other: KTable, joined: Column, kind: String): KTable =
+    joinKind(kind) match {
+      case JoinKind.Inner => table.join(other, (_, _) => joined)
+      case JoinKind.Left => table.leftJoin(other, (_, _) => joined)
+      case JoinKind.Outer => table.outerJoin(other, (_, _) => joined)
+    }
+
+  private def joinKind(kind: String): JoinKind = kind match {
+    case "inner" => JoinKind.Inner
+    case "left" => JoinKind.Left
+    case "outer" => JoinKind.Outer
+    case other => throw new KStreamsException(s"join kind must be inner, left or outer, got '$other'")
+  }
 }

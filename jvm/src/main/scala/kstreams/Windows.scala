@@ -2,6 +2,9 @@ package kstreams
 
 import java.time.Duration
 
+import org.apache.spark.sql.Column
+import org.apache.spark.sql.functions.col
+
 /** Epoch-aligned tumbling windows `[start, start + size)` (Kafka Streams' `TimeWindows` without
   * advance). A record whose window has closed (`end <= streamTime - grace`) is late.
   *
@@ -41,15 +44,48 @@ object SessionWindows {
     new SessionWindows(Intervals.micros(gap), Intervals.micros(grace))
 }
 
-/** `KStream.groupByKey`: records grouped by their key, for windowing. */
+/** `KStream.groupByKey` / `groupBy`: records grouped by their key, for aggregations and windows.
+  * Aggregations fold a key's records in arrival order into a [[KTable]] whose timestamp is the
+  * largest timestamp folded in; records with a null key or value are skipped and counted.
+  *
+  * {{{
+  * KStream(df).groupByKey.count()
+  * KStream(df).groupByKey.reduce((agg, value) => agg + value)
+  * KStream(df).groupByKey.aggregate(lit(""), (agg, value) => concat(agg, value))
+  * }}}
+  */
 final class KGroupedStream private[kstreams] (stream: KStream) {
+  /** Number of records per key. */
+  def count(): KTable = Aggregate.run(stream, Aggregate.count, None)
+
+  /** Combines each key's values with `adder(aggregate, value)`; the first value starts it. */
+  def reduce(adder: (Column, Column) => Column): KTable =
+    Aggregate.run(stream, KGroupedStream.reduceFold(adder), None)
+
+  /** Folds each key's values into `adder(aggregate, value)`, starting from the constant
+    * `initializer` (whose type the aggregate keeps). */
+  def aggregate(initializer: Column, adder: (Column, Column) => Column): KTable =
+    Aggregate.run(stream, KGroupedStream.aggregateFold(initializer, adder), None)
+
   def windowedBy(windows: TimeWindows): TimeWindowedKStream = new TimeWindowedKStream(stream, windows)
   def windowedBy(windows: SessionWindows): SessionWindowedKStream =
     new SessionWindowedKStream(stream, windows)
 }
 
-/** A stream grouped by key and tumbling window. */
+/** A stream grouped by key and tumbling window. Aggregations give one result per (key, window)
+  * with a `window` column; the result timestamp is the largest within the window. */
 final class TimeWindowedKStream private[kstreams] (stream: KStream, windows: TimeWindows) {
+  /** Records per (key, window). {{{ grouped.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s")).count() }}} */
+  def count(): KTable = Aggregate.run(stream, Aggregate.count, Some(windows))
+
+  /** [[KGroupedStream.reduce]] per window. */
+  def reduce(adder: (Column, Column) => Column): KTable =
+    Aggregate.run(stream, KGroupedStream.reduceFold(adder), Some(windows))
+
+  /** [[KGroupedStream.aggregate]] per window. */
+  def aggregate(initializer: Column, adder: (Column, Column) => Column): KTable =
+    Aggregate.run(stream, KGroupedStream.aggregateFold(initializer, adder), Some(windows))
+
   /** The first record of each (key, window), with a `window` column (start, end).
     *
     * {{{ KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s")).distinct().df }}}
@@ -65,4 +101,15 @@ final class SessionWindowedKStream private[kstreams] (stream: KStream, windows: 
     * {{{ KStream(df).groupByKey.windowedBy(SessionWindows.ofInactivityGapWithNoGrace("5 min")).distinct() }}}
     */
   def distinct(): KStream = stream.withDf(WindowedDistinct.session(stream.df, stream.columns, windows))
+}
+
+private[kstreams] object KGroupedStream {
+  private def adderOf(adder: (Column, Column) => Column): Column =
+    adder(col(Aggregate.AggInput), col(Aggregate.ValueInput))
+
+  def reduceFold(adder: (Column, Column) => Column): Aggregate.Fold =
+    Aggregate.Fold("kstreams_reduce", None, adderOf(adder))
+
+  def aggregateFold(initializer: Column, adder: (Column, Column) => Column): Aggregate.Fold =
+    Aggregate.Fold("kstreams_aggregate", Some(initializer), adderOf(adder))
 }

@@ -1,7 +1,7 @@
 package org.apache.spark.sql.kstreams
 
 import org.apache.spark.sql.Column
-import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.catalyst.{CatalystTypeConverters, InternalRow}
 import org.apache.spark.sql.catalyst.expressions.{Expression, KnownNotNull, UnaryExpression, UnsafeProjection, UnsafeRow}
 import org.apache.spark.sql.catalyst.expressions.codegen.CodegenFallback
 import org.apache.spark.sql.classic.ExpressionUtils
@@ -45,4 +45,14 @@ object RowBytes {
 
   private def toExpression(c: Column): Expression =
     ExpressionUtils.expression(c)
+}
+
+/** Serializes Scala values (as `Row.get` returns them) of one type to the bytes of a one-field
+  * UnsafeRow: equal values give equal bytes, which is KIP-557's "same serialized value". */
+final class ValueSerializer(dataType: DataType) extends Serializable {
+  @transient private lazy val toCatalyst = CatalystTypeConverters.createToCatalystConverter(dataType)
+  @transient private lazy val projection = UnsafeProjection.create(Array(dataType))
+
+  // a copy: getBytes may return the projection's reused buffer
+  def apply(value: Any): Array[Byte] = projection(InternalRow(toCatalyst(value))).getBytes.clone()
 }

@@ -1,0 +1,157 @@
+package kstreams
+
+import scala.collection.mutable
+
+import org.apache.spark.sql.{Column, DataFrame, Encoders, KeyValueGroupedDataset, Row}
+import org.apache.spark.sql.functions._
+import org.apache.spark.sql.kstreams.ObservedNames
+import org.apache.spark.sql.types._
+
+/** Input of the per-key processors (aggregations, tables, joins): one or more streams ("sides")
+  * brought to one schema and grouped by their key, so that one `transformWithState` group holds
+  * everything a key needs, like a Kafka Streams store partitioned by key.
+  *
+  * Inside a micro-batch a group's rows are put in arrival order by [[Keyed.arrivalOrder]]: each
+  * side by (partition, offset) (or timestamp without offsets), the sides merged by timestamp, ties
+  * to the lower side (the left of a join).
+  *
+  * Results get a `timestamp` column that carries the input's watermark metadata, so a windowed
+  * operator, a dedup or a Spark aggregation can follow in the same query.
+  */
+private[kstreams] object Keyed {
+  val Key = "__kstreams_key"
+  val Side = "__kstreams_side"
+  val Partition = "__kstreams_partition"
+  val Order = "__kstreams_order"
+  val Ts = "__kstreams_ts"
+  def value(side: Int): String = s"__kstreams_value$side"
+  val WatermarkDelayKey = "spark.watermarkDelayMs"
+
+  /** Input positions, shared by all processors of this file's family. */
+  final case class Layout(sides: Int, onNullTimestamp: NullTimestamps, timestampName: String) {
+    val keyIndex = 0
+    val sideIndex = 1
+    val partitionIndex = 2
+    val orderIndex = 3
+    val tsIndex = 4
+    def valueIndex(side: Int): Int = 5 + side
+  }
+
+  final case class Input(
+      grouped: KeyValueGroupedDataset[Row, Row],
+      layout: Layout,
+      keyField: StructField,
+      valueTypes: Seq[DataType],
+      watermarkDelayMs: Option[Long],
+      streaming: Boolean)
+
+  /** One side: a stream and the value it contributes (default: its value column). */
+  final case class SideInput(stream: KStream, value: Option[Column] = None)
+
+  def prepare(sides: Seq[SideInput]): Input = {
+    val first = sides.head.stream
+    sides.foreach(s => Sessions.requireStateStore(s.stream.df))
+    val keyFields = sides.map(s => s.stream.columns.keyField(s.stream.df))
+    keyFields.zip(sides).tail.foreach { case (f, s) =>
+      if (f.dataType != keyFields.head.dataType) throw new KStreamsException(
+        s"keys of the two sides differ in type: '${keyFields.head.name}' is " +
+          s"${keyFields.head.dataType.simpleString}, '${f.name}' is ${f.dataType.simpleString}; " +
+          "cast one side's key so both have the same type")
+    }
+    val valueColumns = sides.map { s =>
+      s.value.getOrElse {
+        val name = s.stream.columns.value
+        if (!s.stream.df.columns.contains(name)) throw StreamColumns.missing(s.stream.df, name, "value")
+        col(ArrivalOrder.quote(name))
+      }
+    }
+    val valueTypes = sides.zip(valueColumns).map { case (s, v) => KStream.resolveId(s.stream.df, v, "value") }
+    val delays = sides.map(s => inputWatermarkDelayMs(s.stream))
+    val streaming = first.df.isStreaming
+    val selected = sides.zipWithIndex.map { case (side, index) =>
+      val df = side.stream.df
+      val resolved = side.stream.columns.resolve(df)
+      val tsName = resolved.timestamp.get.name
+      val watermarked =
+        if (df.isStreaming && !ArrivalOrder.hasWatermark(df)) df.withWatermark(tsName, "0 seconds") else df
+      val partition = resolved.partition.map(f => col(ArrivalOrder.quote(f.name)).cast(IntegerType))
+        .getOrElse(lit(0))
+      val offset = resolved.offset.map(f => col(ArrivalOrder.quote(f.name)).cast(LongType))
+      val tsMicros = ArrivalOrder.timestampMicros(tsName, partition, offset,
+        failOnNull = side.stream.columns.onNullTimestamp == NullTimestamps.Fail)
+      val values = sides.indices.map { i =>
+        (if (i == index) valueColumns(i) else lit(null).cast(valueTypes(i))).as(value(i))
+      }
+      watermarked.select(Seq(
+        col(ArrivalOrder.quote(keyFields(index).name)).as(Key),
+        lit(index).as(Side),
+        coalesce(partition, lit(-1)).as(Partition),
+        offset.getOrElse(tsMicros).as(Order),
+        tsMicros.as(Ts)) ++ values: _*)
+    }
+    val unioned = ObservedNames.distinct(selected).reduce(_ union _)
+    val schema = unioned.schema
+    val keySchema = StructType(Seq(schema(Key)))
+    val grouped = unioned.groupBy(col(Key)).as[Row, Row](Encoders.row(keySchema), Encoders.row(schema))
+    val defaultDelay = if (streaming) Some(0L) else None
+    Input(grouped, Layout(sides.size, first.columns.onNullTimestamp, first.columns.timestamp),
+      keyFields.head, valueTypes, delays.flatten.reduceOption(_ max _).orElse(defaultDelay), streaming)
+  }
+
+  /** The watermark delay of the stream's timestamp column, if it has one. */
+  private def inputWatermarkDelayMs(stream: KStream): Option[Long] = {
+    val fields = stream.df.schema.fields
+    fields.find(_.name == stream.columns.timestamp)
+      .filter(_.metadata.contains(WatermarkDelayKey))
+      .map(_.metadata.getLong(WatermarkDelayKey))
+  }
+
+  /** A group's rows of one micro-batch in arrival order (see the object's doc). */
+  def arrivalOrder(rows: Iterator[Row], layout: Layout): Seq[Row] = {
+    val bySide = Array.fill(layout.sides)(mutable.ArrayBuffer.empty[Row])
+    rows.foreach(r => bySide(r.getInt(layout.sideIndex)) += r)
+    val sorted = bySide.map(_.sortBy(r => (r.getInt(layout.partitionIndex),
+      if (r.isNullAt(layout.orderIndex)) Long.MinValue else r.getLong(layout.orderIndex))))
+    if (layout.sides == 1) sorted(0).toSeq
+    else {
+      val heads = Array.fill(layout.sides)(0)
+      val out = mutable.ArrayBuffer.empty[Row]
+      def ts(r: Row): Long = if (r.isNullAt(layout.tsIndex)) Long.MinValue else r.getLong(layout.tsIndex)
+      while (heads.indices.exists(i => heads(i) < sorted(i).size)) {
+        val next = heads.indices.filter(i => heads(i) < sorted(i).size)
+          .minBy(i => (ts(sorted(i)(heads(i))), i))
+        out += sorted(next)(heads(next))
+        heads(next) += 1
+      }
+      out.toSeq
+    }
+  }
+
+  /** `micros` as the result's timestamp column `name`, with the watermark metadata of the input
+    * (so Spark's and kstreams' event-time operators accept it downstream). */
+  def timestampColumn(micros: Column, name: String, watermarkDelayMs: Option[Long]): Column = {
+    val metadata = watermarkDelayMs match {
+      case Some(delay) => new MetadataBuilder().putLong(WatermarkDelayKey, delay).build()
+      case None => Metadata.empty
+    }
+    timestamp_micros(micros).as(name, metadata)
+  }
+
+  /** An output row of `width` columns that only says why a record was dropped (see
+    * [[ArrivalOrder.finish]]). */
+  def marker(width: Int, reason: String): Row = {
+    val values = new Array[Any](width)
+    values(width - 1) = reason
+    Row.fromSeq(values.toSeq)
+  }
+}
+
+/** Drop reasons (= observed metric names) of the per-key processors. */
+private[kstreams] object KeyedReasons {
+  val NullKey = "null_keys_dropped"
+  val NullValue = "null_values_dropped"
+  val NullTimestamp = "null_timestamps_skipped"
+  val Idempotent = "idempotent-updates-dropped"
+  val Aggregate = Seq(NullKey, NullValue, NullTimestamp, ArrivalOrder.Reasons.Late, Idempotent)
+}
+

@@ -1,0 +1,174 @@
+package kstreams
+
+import java.time.Duration
+
+import scala.collection.mutable
+
+import org.apache.spark.sql.{Column, Encoders, Row}
+import org.apache.spark.sql.functions._
+import org.apache.spark.sql.streaming._
+import org.apache.spark.sql.types._
+
+/** The join window of a KStream-KStream join: records join when `|t1 - t2| <= timeDifference`.
+  * A record's window closes once the query's watermark passes `t + timeDifference + grace`; then
+  * a left/outer join emits it unmatched.
+  *
+  * {{{ JoinWindows.ofTimeDifferenceWithNoGrace(Duration.ofMillis(100)) }}}
+  */
+final case class JoinWindows private (timeDifferenceMicros: Long, graceMicros: Long)
+
+object JoinWindows {
+  def ofTimeDifferenceWithNoGrace(timeDifference: Duration): JoinWindows =
+    of(Intervals.micros(timeDifference), 0L)
+  def ofTimeDifferenceWithNoGrace(timeDifference: String): JoinWindows =
+    of(Intervals.micros(timeDifference), 0L)
+  def ofTimeDifferenceAndGrace(timeDifference: Duration, grace: Duration): JoinWindows =
+    of(Intervals.micros(timeDifference), Intervals.micros(grace))
+  def ofTimeDifferenceAndGrace(timeDifference: String, grace: String): JoinWindows =
+    of(Intervals.micros(timeDifference), Intervals.micros(grace))
+
+  private def of(difference: Long, grace: Long) = new JoinWindows(difference, grace)
+}
+
+/** KStream-KStream windowed join (spec section 5). Per key, each side's records stay buffered until
+  * their window closes; a new record joins every buffered record of the other side within the
+  * time difference, and the result is timestamped max(t1, t2). Left/outer joins emit a record that
+  * never matched when its window closes, at the record's timestamp (or at the end of a batch
+  * DataFrame). Records are never dropped for being late: a late record still joins what is
+  * buffered, and an unmatched one is emitted at once.
+  */
+private[kstreams] object StreamJoin {
+  val Matched = "__kstreams_has_match"
+
+  def apply(left: KStream, right: KStream, joiner: (Column, Column) => Column, windows: JoinWindows,
+      kind: JoinKind): KStream = {
+    val input = Keyed.prepare(Seq(Keyed.SideInput(left), Keyed.SideInput(right)))
+    val outputSchema = StructType(Seq(
+      input.keyField.copy(name = Keyed.Key, nullable = true),
+      StructField(Keyed.value(0), input.valueTypes(0)), StructField(Keyed.value(1), input.valueTypes(1)),
+      StructField(Keyed.Ts, LongType), StructField(ArrivalOrder.Dropped, StringType)))
+    val timeMode = if (input.streaming) TimeMode.EventTime() else TimeMode.None()
+    val processed = input.grouped.transformWithState(
+      new StreamJoinProcessor(input.layout, kind, windows, input.valueTypes, input.streaming),
+      timeMode, OutputMode.Append())(Encoders.row(outputSchema))
+    val name = kind match {
+      case JoinKind.Inner => "kstreams_join"
+      case JoinKind.Left => "kstreams_left_join"
+      case JoinKind.Outer => "kstreams_outer_join"
+    }
+    val cols = left.columns
+    val result = ArrivalOrder.finish(processed, name,
+      Seq(KeyedReasons.NullKey, KeyedReasons.NullTimestamp))
+      .select(col(Keyed.Key).as(cols.key),
+        joiner(col(Keyed.value(0)), col(Keyed.value(1))).as(cols.value),
+        Keyed.timestampColumn(col(Keyed.Ts), cols.timestamp, input.watermarkDelayMs))
+    KStream(result, StreamColumns(cols.key, cols.value, cols.timestamp, None, None, cols.onNullTimestamp))
+  }
+}
+
+/** One key's join buffers: per side an array of (ts, matched, value), kept in one ValueState and
+  * rewritten once per micro-batch; one event-time timer at the earliest window close. */
+private[kstreams] final class StreamJoinProcessor(
+    layout: Keyed.Layout,
+    kind: JoinKind,
+    windows: JoinWindows,
+    valueTypes: Seq[DataType],
+    streaming: Boolean) extends StatefulProcessor[Row, Row, Row] {
+
+  private final class Buffered(val ts: Long, var matched: Boolean, val value: Any)
+
+  @transient private var buffers: ValueState[Row] = _
+
+  override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
+    def entries(valueType: DataType) = ArrayType(StructType(Seq(
+      StructField("ts", LongType), StructField("matched", BooleanType), StructField("value", valueType))))
+    val schema = StructType(Seq(
+      StructField("left", entries(valueTypes(0))), StructField("right", entries(valueTypes(1)))))
+    buffers = getHandle.getValueState[Row]("buffers", Encoders.row(schema), TTLConfig.NONE)
+  }
+
+  private def closeMicros(ts: Long): Long = ts + windows.timeDifferenceMicros + windows.graceMicros
+
+  private def emitsUnmatched(side: Int): Boolean = kind match {
+    case JoinKind.Inner => false
+    case JoinKind.Left => side == 0
+    case JoinKind.Outer => true
+  }
+
+  private def load(): Array[mutable.ArrayBuffer[Buffered]] = {
+    val sides = Array.fill(2)(mutable.ArrayBuffer.empty[Buffered])
+    Option(buffers.get()).foreach { state =>
+      (0 to 1).foreach { side =>
+        state.getSeq[Row](side).foreach(e => sides(side) += new Buffered(e.getLong(0), e.getBoolean(1), e.get(2)))
+      }
+    }
+    sides
+  }
+
+  private def store(sides: Array[mutable.ArrayBuffer[Buffered]]): Unit = {
+    getHandle.listTimers().foreach(getHandle.deleteTimer)
+    if (sides.forall(_.isEmpty)) buffers.clear()
+    else {
+      buffers.update(Row(sides(0).map(e => Row(e.ts, e.matched, e.value)).toSeq,
+        sides(1).map(e => Row(e.ts, e.matched, e.value)).toSeq))
+      if (streaming) {
+        val earliest = sides.flatten.map(e => closeMicros(e.ts)).min
+        getHandle.registerTimer(Math.floorDiv(earliest, 1000L) + 1) // fires once watermark > close
+      }
+    }
+  }
+
+  private def result(key: Any, side: Int, value: Any, otherValue: Any, ts: Long): Row =
+    if (side == 0) Row(key, value, otherValue, ts, null) else Row(key, otherValue, value, ts, null)
+
+  /** Removes closed entries (all of them when `everything`), emitting unmatched ones if asked. */
+  private def evict(key: Any, sides: Array[mutable.ArrayBuffer[Buffered]], watermarkMicros: Long,
+      everything: Boolean, out: mutable.ArrayBuffer[Row]): Unit =
+    (0 to 1).foreach { side =>
+      val (closed, open) = sides(side).partition(e => everything || closeMicros(e.ts) < watermarkMicros)
+      closed.sortBy(_.ts).foreach { e =>
+        if (!e.matched && emitsUnmatched(side)) out += result(key, side, e.value, null, e.ts)
+      }
+      sides(side) = open
+    }
+
+  override def handleInputRows(key: Row, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
+    val keyValue = key.get(0)
+    val watermarkMicros = if (streaming) timerValues.getCurrentWatermarkInMs() * 1000L else Long.MinValue
+    val sides = load()
+    val out = mutable.ArrayBuffer.empty[Row]
+    evict(keyValue, sides, watermarkMicros, everything = false, out)
+    Keyed.arrivalOrder(rows, layout).foreach { r =>
+      if (keyValue == null) out += Keyed.marker(5, KeyedReasons.NullKey)
+      else if (r.isNullAt(layout.tsIndex)) out += Keyed.marker(5, KeyedReasons.NullTimestamp)
+      else {
+        val side = r.getInt(layout.sideIndex)
+        val ts = r.getLong(layout.tsIndex)
+        val value = r.get(layout.valueIndex(side))
+        var matched = false
+        sides(1 - side).foreach { other =>
+          if (Math.abs(ts - other.ts) <= windows.timeDifferenceMicros) {
+            out += result(keyValue, side, value, other.value, Math.max(ts, other.ts))
+            other.matched = true
+            matched = true
+          }
+        }
+        if (closeMicros(ts) >= watermarkMicros) sides(side) += new Buffered(ts, matched, value)
+        else if (!matched && emitsUnmatched(side)) out += result(keyValue, side, value, null, ts)
+      }
+    }
+    // a batch DataFrame is the whole input: every window closes at its end
+    if (!streaming) evict(keyValue, sides, watermarkMicros, everything = true, out)
+    else store(sides)
+    out.iterator
+  }
+
+  override def handleExpiredTimer(
+      key: Row, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
+    val sides = load()
+    val out = mutable.ArrayBuffer.empty[Row]
+    evict(key.get(0), sides, timerValues.getCurrentWatermarkInMs() * 1000L, everything = false, out)
+    store(sides)
+    out.iterator
+  }
+}
