@@ -52,7 +52,16 @@ trait SparkSuite extends AnyFunSuite with BeforeAndAfterAll {
   def stream(
       batches: Seq[Seq[Event]],
       op: DataFrame => DataFrame,
-      restartBefore: Set[Int] = Set.empty): Seq[String] = {
+      restartBefore: Set[Int] = Set.empty): Seq[String] =
+    streamRows(batches, op, restartBefore)
+      .sortBy(r => (r.getAs[Int]("partition"), r.getAs[Long]("offset")))
+      .map(_.getAs[String]("value"))
+
+  /** [[stream]]'s output rows, in no particular order. */
+  def streamRows(
+      batches: Seq[Seq[Event]],
+      op: DataFrame => DataFrame,
+      restartBefore: Set[Int] = Set.empty): Seq[Row] = {
     val numbered = Event.numbered(batches.flatten).iterator
     val numberedBatches = batches.map(b => b.map(_ => numbered.next()))
     val input = MemoryStream[Event](Encoders.product[Event], spark)
@@ -75,7 +84,5 @@ trait SparkSuite extends AnyFunSuite with BeforeAndAfterAll {
       }
     } finally query.stop()
     output.values.flatten.toSeq
-      .sortBy(r => (r.getAs[Int]("partition"), r.getAs[Long]("offset")))
-      .map(_.getAs[String]("value"))
   }
 }

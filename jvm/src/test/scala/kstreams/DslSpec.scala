@@ -1,0 +1,95 @@
+package kstreams
+
+import org.apache.spark.sql.{Column, DataFrame, Row}
+import org.apache.spark.sql.functions._
+
+/** SEMANTICS.md sections 5 and 6 through the Scala API: the DSL issue's test vectors, in one
+  * micro-batch and one micro-batch per record with a restart. Two-input operators read one source:
+  * partition 0 is the left input, partition 1 the right. */
+class DslSpec extends SparkSuite {
+  import Event.at
+
+  /** (key, value as string, timestamp in ms after Base), sorted. */
+  private def rows(out: Seq[Row]): Seq[(String, String, Long)] =
+    out.map(r => (r.getAs[String]("key"), Option(r.get(r.fieldIndex("value"))).map(_.toString).orNull,
+      r.getAs[java.sql.Timestamp]("timestamp").getTime - Event.Base))
+      .sortBy(t => (t._1, Option(t._2).getOrElse(""), t._3))
+
+  private def sides(df: DataFrame): (KStream, KStream) = {
+    val ks = KStream(df)
+    (ks.filter(col("partition") === 0), ks.filter(col("partition") === 1))
+  }
+
+  private val plus: (Column, Column) => Column = (l, r) => concat_ws("+", l, r)
+
+  private def modes(name: String, events: Seq[Event], op: DataFrame => DataFrame,
+      expected: Seq[(String, String, Long)]): Unit = {
+    test(s"$name: one micro-batch") {
+      assert(rows(streamRows(Seq(events), op)) == expected)
+    }
+    test(s"$name: one micro-batch per record, restart half-way") {
+      assert(rows(streamRows(events.map(Seq(_)), op, restartBefore = Set(events.size / 2))) == expected)
+    }
+  }
+
+  private def ms(key: String, millis: Long, partition: Int = 0, value: String = null) =
+    at(key, millis / 1000.0, partition = partition, value = value)
+
+  private val aggregated = Seq(ms("1", 5, value = "a"), ms("1", 3, value = "b"), ms("1", 10, value = "c"))
+  modes("count: values at 5, 3, 10 give results at 5, 5, 10", aggregated,
+    df => KStream(df).groupByKey.count().df, Seq(("1", "1", 5L), ("1", "2", 5L), ("1", "3", 10L)))
+  modes("reduce keeps the max timestamp", aggregated,
+    df => KStream(df).groupByKey.reduce((agg, v) => concat(agg, v)).df,
+    Seq(("1", "a", 5L), ("1", "ab", 5L), ("1", "abc", 10L)))
+
+  modes("windowed count: [0,10) with 1, 2, 5, 8 then a late 3 -> 8",
+    Seq(1L, 2L, 5L, 8L, 3L).map(t => ms("k", t)),
+    df => KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 milliseconds")).count().df,
+    Seq(("k", "1", 1L), ("k", "2", 2L), ("k", "3", 5L), ("k", "4", 8L), ("k", "5", 8L)))
+
+  private val joinEvents =
+    (0 until 4).map(i => ms(i.toString, 1000 + i, value = s"B$i")) ++
+      Seq(("h", 900L), ("i", 901L), ("b", 1100L)).flatMap { case (p, t) =>
+        (0 until 4).map(i => ms(i.toString, t, partition = 1, value = s"$p$i"))
+      }
+  modes("stream-stream join, 100 ms, no grace", joinEvents,
+    df => { val (l, r) = sides(df); l.join(r, plus, JoinWindows.ofTimeDifferenceWithNoGrace("100 ms")).df },
+    Seq(("0", "B0+b0", 1100L), ("0", "B0+h0", 1000L), ("0", "B0+i0", 1000L), ("1", "B1+b1", 1100L),
+      ("1", "B1+i1", 1001L), ("2", "B2+b2", 1100L), ("3", "B3+b3", 1100L)))
+
+  private def tableJoin(df: DataFrame): DataFrame = {
+    val (l, r) = sides(df)
+    l.toTable.join(r.toTable, plus).df
+  }
+
+  private val tableEvents = Seq(ms("0", 5, value = "X0"), ms("1", 6, value = "X1"),
+    ms("0", 0, partition = 1, value = "Y0"), ms("1", 10, partition = 1, value = "Y1"),
+    ms("0", 7, value = "XX0"), ms("1", 7, value = "XX1"))
+  test("table-table join: one micro-batch per record, restart half-way") {
+    assert(rows(streamRows(tableEvents.map(Seq(_)), tableJoin, restartBefore = Set(3))) ==
+      Seq(("0", "X0+Y0", 5L), ("0", "XX0+Y0", 7L), ("1", "X1+Y1", 10L), ("1", "XX1+Y1", 10L)))
+  }
+  test("table-table join: a right delete gives a tombstone at the later timestamp") {
+    val events = Seq(ms("0", 6, value = "X0"), ms("0", 0, partition = 1, value = "Y0"),
+      ms("0", 5, partition = 1, value = "DELETE"))
+    val withDeletes = (df: DataFrame) =>
+      tableJoin(df.withColumn("value", when(col("value") =!= "DELETE", col("value"))))
+    assert(rows(streamRows(events.map(Seq(_)), withDeletes)) == Seq(("0", null, 6L), ("0", "X0+Y0", 6L)))
+  }
+
+  modes("emit on change: A=1@10, B=2@11, A=1@12, B=3@13, A=1@9",
+    Seq(ms("A", 10, value = "1"), ms("B", 11, value = "2"), ms("A", 12, value = "1"),
+      ms("B", 13, value = "3"), ms("A", 9, value = "1")),
+    df => KStream(df).toTable.df,
+    Seq(("A", "1", 9L), ("A", "1", 10L), ("B", "2", 11L), ("B", "3", 13L)))
+
+  test("a dedup follows a join in the same query") {
+    val op = (df: DataFrame) => {
+      val (l, r) = sides(df)
+      l.join(r, (_, _) => lit("same"), JoinWindows.ofTimeDifferenceWithNoGrace("100 ms"))
+        .deduplicateByKey("1 second").df
+    }
+    assert(rows(streamRows(Seq(joinEvents), op)) ==
+      Seq(("0", "same", 1000L), ("1", "same", 1001L), ("2", "same", 1100L), ("3", "same", 1100L)))
+  }
+}
