@@ -129,6 +129,7 @@ class KafkaBroker:
         return name
 
     def stop(self) -> None:
+        self._admin = None  # its background thread would log "connection refused" from now on
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
@@ -207,6 +208,26 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 60.0) -> list[KafkaR
         return sorted(out, key=lambda r: (r.partition, r.offset))
     finally:
         consumer.close()
+
+
+class EndOffsets:
+    """Watches how many records a topic holds (the sum of its partitions' end offsets)."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        from confluent_kafka import Consumer
+
+        self.topic = topic
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ends-{uuid.uuid4()}"})
+        self._partitions = list(self._consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+
+    def total(self) -> int:
+        from confluent_kafka import TopicPartition
+
+        return sum(self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
+                   for p in self._partitions)
+
+    def close(self) -> None:
+        self._consumer.close()
 
 
 def topic_sizes(records: Sequence[KafkaRecord]) -> dict[int, int]:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from kafka_broker import produce, read_topic
+from kafka_broker import EndOffsets, produce, read_topic
 from kafka_streams import (
     OPERATORS, PARTITIONS, as_inputs, at_least_once_records, expected_dedup_by_key, kafka_source,
     output_provenance, parquet_rows, rows_of, start_parquet_sink,
@@ -73,9 +73,26 @@ def test_kill_9_at_random_points_loses_and_doubles_nothing(spark, kafka, tmp_pat
             return planned > max(committed, after)
         return check
 
-    # Where to kill: a random moment (start-up or a batch); mid-batch in the Parquet query; mid-batch
-    # in the Kafka query (its batch's records may be half written). Each restart costs a Spark
-    # start-up, so three kills, the minimum that covers these points.
+    written_so_far = EndOffsets(kafka.bootstrap, out_topic)
+
+    def kafka_batch_half_written(after):
+        """The Kafka query's batch after ``after`` has written records and is not committed."""
+        state = {}
+
+        def check():
+            planned, committed = position(kafka_ck)
+            if planned <= max(committed, after):
+                state.clear()
+                return False
+            if planned not in state:
+                state[planned] = written_so_far.total()
+                return False
+            return written_so_far.total() > state[planned] and position(kafka_ck)[1] < planned
+        return check
+
+    # Where to kill: a random moment (start-up or a batch); mid-batch in the Parquet query; in the
+    # Kafka query once its batch has written records but is not committed. Each restart costs a
+    # Spark start-up, so three kills, the minimum that covers these points.
     plan = ["random", "mid-batch parquet", "mid-batch kafka"]
     crashes = []
     for point in plan:
@@ -88,8 +105,8 @@ def test_kill_9_at_random_points_loses_and_doubles_nothing(spark, kafka, tmp_pat
         elif point == "mid-batch parquet":
             reached = wait_for(mid_batch(parquet_ck, p0), 120, proc)
         else:
-            reached = wait_for(mid_batch(kafka_ck, k0), 120, proc)
-        if reached and point.startswith("mid-batch"):
+            reached = wait_for(kafka_batch_half_written(k0), 120, proc)
+        if reached and point == "mid-batch parquet":
             time.sleep(rng.uniform(0, 0.5))  # somewhere inside the batch
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -99,6 +116,7 @@ def test_kill_9_at_random_points_loses_and_doubles_nothing(spark, kafka, tmp_pat
                         position(parquet_ck), position(kafka_ck)))
         assert proc.returncode in (-signal.SIGKILL, 0), open(tmp_path / f"job-{len(crashes) - 1}.log").read()[-3000:]
 
+    written_so_far.close()
     final = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert final.returncode == 0, final.stdout[-3000:]
 
