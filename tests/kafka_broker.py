@@ -1,7 +1,8 @@
 """A real single-node Apache Kafka broker (KRaft, broker and controller in one JVM) for the tests.
 
 The jars come from Maven Central through ``make kafka-broker`` (``tests/kafka_broker-pom.xml``:
-kafka_2.13 3.9.2 with its runtime dependencies, copied into ``.tools/kafka-broker``). The broker
+kafka_2.13 3.9.2 with its runtime dependencies, copied into ``.tools/kafka-broker``); ``make test``
+fetches them first, and the fixture runs that target itself if they are missing. The broker
 listens on 127.0.0.1 on free ports, keeps its logs in a temp dir, and is stopped by ``stop()``.
 """
 from __future__ import annotations
@@ -30,6 +31,11 @@ def free_port() -> int:
 
 
 def _classpath() -> str:
+    """The broker's classpath; fetches the jars (`make kafka-broker`) when pytest runs on its own."""
+    if not os.path.exists(os.path.join(BROKER_JARS, ".fetched")):
+        fetch = subprocess.run(["make", "-C", REPO, "kafka-broker"], capture_output=True, text=True, timeout=600)
+        if fetch.returncode != 0:
+            raise RuntimeError(f"`make kafka-broker` failed:\n{fetch.stdout[-2000:]}\n{fetch.stderr[-2000:]}")
     if not glob.glob(os.path.join(BROKER_JARS, "kafka_2.13-*.jar")):
         raise RuntimeError(f"no Kafka broker jars in {BROKER_JARS}; run `make kafka-broker`")
     return os.path.join(BROKER_JARS, "*")
