@@ -109,7 +109,8 @@ class KafkaBroker:
                 raise RuntimeError(f"the Kafka broker exited with {self.process.returncode}:\n"
                                    + self.log_tail())
             try:
-                admin = AdminClient({"bootstrap.servers": self.bootstrap})
+                # log_level 0: no "connection refused" lines while the broker is starting
+                admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
                 metadata = admin.list_topics(timeout=2)
                 if metadata.brokers:
                     self._admin = admin
