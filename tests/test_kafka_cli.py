@@ -23,7 +23,8 @@ def test_dedup_a_topic_into_another(kafka, tmp_path):
         [SCRIPT, "dedup", "--bootstrap-servers", kafka.bootstrap, "--topic", topic,
          "--output-topic", out_topic, "--checkpoint", str(tmp_path / "ck"), "--by", "key-value",
          "--id", "get_json_object(cast(value as string), '$.id')", "--interval", "10s",
-         "--available-now", "--max-offsets-per-trigger", "120", "--master", "local[2]"],
+         "--available-now", "--max-offsets-per-trigger", "120", "--shuffle-partitions", "2",
+         "--master", "local[2]"],
         capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert f"deduplicating {topic} -> {out_topic} by key-value within 10s" in out.stdout
