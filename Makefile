@@ -10,6 +10,9 @@ SBT_LAUNCH := .tools/sbt-launch-$(SBT_VERSION).jar
 VERSION := 0.1.0
 JAR_NAME := kstreams-spark_2.13-$(VERSION).jar
 JAR := python/kstreams_spark/jars/$(JAR_NAME)
+KAFKA_CONNECTOR_DIR := python/kstreams_spark/jars/kafka
+KAFKA_CONNECTOR := $(KAFKA_CONNECTOR_DIR)/.fetched
+KAFKA_BROKER := .tools/kafka-broker/.fetched
 SCALA_SRC := $(shell find jvm/src/main -name '*.scala' 2>/dev/null)
 SPARK_JARS = $(shell $(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
 # sbt reads only Maven Central (project/repositories); boot files stay in .tools.
@@ -19,7 +22,7 @@ SBT = SPARK_JARS=$(SPARK_JARS) java -Xms512m -Xmx2g -Xss4m \
 	-Dsbt.supershell=false -Dsbt.server.forcestart=false -Dsbt.ci=true \
 	-jar $(SBT_LAUNCH)
 
-.PHONY: all demo test test-scala test-python bench jar install clean
+.PHONY: all demo test test-scala test-python bench jar install clean kafka-connector kafka-broker
 all: install
 
 $(VENV)/.deps: requirements-dev.txt
@@ -43,12 +46,12 @@ $(VENV)/.installed: $(VENV)/.deps pyproject.toml $(JAR)
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed $(KAFKA_CONNECTOR)
 
 test-scala: $(JAR)
 	$(SBT) test
 
-test-python: install
+test-python: install $(KAFKA_BROKER)
 	$(PY) -m pytest -q tests
 
 test: test-scala test-python
@@ -72,3 +75,24 @@ bench: install $(VENV)/.bench-deps .venv-flink/.deps
 
 clean:
 	rm -rf jvm/target project/target project/project $(VENV) .tools python/kstreams_spark/jars/*.jar demo-output
+	rm -rf $(KAFKA_CONNECTOR_DIR)
+
+# Spark's Kafka connector, bundled with the package (jvm/kafka/connector-pom.xml says which jars
+# and why those versions); configure_spark puts every jar of that folder on the classpath.
+$(KAFKA_CONNECTOR): jvm/kafka/connector-pom.xml
+	rm -rf $(KAFKA_CONNECTOR_DIR)
+	mkdir -p $(KAFKA_CONNECTOR_DIR)
+	mvn -q -B -f jvm/kafka/connector-pom.xml dependency:copy -DoutputDirectory=$(CURDIR)/$(KAFKA_CONNECTOR_DIR)
+	touch $@
+
+kafka-connector: $(KAFKA_CONNECTOR)
+
+# The tests' Kafka broker (tests/kafka_broker.py starts it): kafka_2.13 and its runtime jars.
+$(KAFKA_BROKER): tests/kafka_broker-pom.xml
+	rm -rf $(dir $(KAFKA_BROKER))
+	mkdir -p $(dir $(KAFKA_BROKER))
+	mvn -q -B -f tests/kafka_broker-pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+		-DoutputDirectory=$(CURDIR)/$(dir $(KAFKA_BROKER))
+	touch $@
+
+kafka-broker: $(KAFKA_BROKER)

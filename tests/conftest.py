@@ -24,3 +24,13 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory):
+    """A real single-node Kafka broker (KRaft) on 127.0.0.1 from `make kafka-broker`'s jars."""
+    from kafka_broker import KafkaBroker
+
+    broker = KafkaBroker(str(tmp_path_factory.mktemp("kafka-broker"))).start()
+    yield broker
+    broker.stop()

@@ -3,6 +3,9 @@
 ``kstreams-spark demo`` generates an at-least-once stream with producer-retry duplicates (or reads
 ``--input`` JSON/Parquet files), runs ``deduplicate_by_key`` as a streaming query with live
 progress, writes Parquet, and prints a summary.
+
+``kstreams-spark dedup --bootstrap-servers HOST:PORT --topic IN --output-topic OUT --checkpoint DIR``
+deduplicates a Kafka topic into another (``--by key|key-value|id|sequence``, ``--id EXPR``).
 """
 from __future__ import annotations
 
@@ -42,13 +45,58 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--batches", type=int, default=8, help="generated files, one per micro-batch (default: 8)")
     demo.add_argument("--files-per-batch", type=int, default=1, help="input files per micro-batch (default: 1)")
     demo.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
+
+    dedup = sub.add_parser(
+        "dedup",
+        help="deduplicate a Kafka topic into another topic",
+        description="Reads --topic with Spark's Kafka source, deduplicates it and writes key, value "
+        "and headers to --output-topic (Kafka's sink is at-least-once: after a crash, the "
+        "micro-batch that was cut short is written again). Restart with the same --checkpoint to "
+        "go on where it stopped. Prints one line per micro-batch; Ctrl-C stops it.",
+    )
+    dedup.add_argument("--bootstrap-servers", required=True, help="Kafka brokers, host:port[,host:port...]")
+    dedup.add_argument("--topic", required=True, help="input topic")
+    dedup.add_argument("--output-topic", required=True, help="output topic (must exist)")
+    dedup.add_argument("--checkpoint", required=True, help="checkpoint folder: offsets and the dedup state")
+    dedup.add_argument("--by", choices=list(_DEDUP_BY), default="key",
+                       help="key: deduplicate_by_key; key-value: by (key, --id) per partition; id: by "
+                       "--id over all partitions; sequence: --id is a sequence number per partition "
+                       "(default: key)")
+    dedup.add_argument("--id", metavar="EXPR",
+                       help="Spark SQL expression over key, value (binary), partition, offset, timestamp, "
+                       "headers, e.g. \"get_json_object(cast(value as string), '$.id')\"")
+    dedup.add_argument("--interval", default="10 seconds", help="dedup interval (default: 10 seconds)")
+    dedup.add_argument("--starting-offsets", default="earliest",
+                       help="where a new checkpoint starts: earliest, latest or Spark's JSON form (default: earliest)")
+    dedup.add_argument("--max-offsets-per-trigger", type=int, help="most records per micro-batch")
+    dedup.add_argument("--available-now", action="store_true",
+                       help="process what the topic holds now, then stop (default: run until Ctrl-C)")
+    dedup.add_argument("--trigger-interval", default="0 seconds",
+                       help="time between micro-batches when running on (default: as soon as possible)")
+    dedup.add_argument("--kafka-option", action="append", default=[], metavar="NAME=VALUE",
+                       help="extra Kafka client setting for source and sink, e.g. security.protocol=SSL")
+    dedup.add_argument("--shuffle-partitions", type=int, default=4,
+                       help="state partitions of a new checkpoint; state is kept per input "
+                       "partition, so more than the topic's partition count does not help (default: 4)")
+    dedup.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
     return parser
+
+
+# --by: the KStream operator each choice runs, and whether it needs --id
+_DEDUP_BY = {
+    "key": (lambda ks, id_, interval: ks.deduplicate_by_key(interval), False),
+    "key-value": (lambda ks, id_, interval: ks.deduplicate_by_key_value(id_, interval), True),
+    "id": (lambda ks, id_, interval: ks.deduplicate(id_, interval), True),
+    "sequence": (lambda ks, id_, interval: ks.deduplicate_by_sequence(id_), True),
+}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parser().parse_args(argv)
     if args.command is None:
         args = _parser().parse_args(["demo", *(argv or sys.argv[1:])])
+    if args.command == "dedup":
+        return run_dedup(args)
     return run_demo(args)
 
 
@@ -139,6 +187,95 @@ def run_demo(args: argparse.Namespace) -> int:
         return 0 if generated is None or forwarded == generated.unique_events else 1
     finally:
         spark.stop()
+
+
+def run_dedup(args: argparse.Namespace) -> int:
+    """``kstreams-spark dedup``: a topic-to-topic dedup query; 0 when it ends cleanly, 1 when the
+    query fails, 2 for bad arguments."""
+    operator, needs_id = _DEDUP_BY[args.by]
+    if needs_id and not args.id:
+        print(f"error: --by {args.by} needs --id EXPR (the {'sequence number' if args.by == 'sequence' else 'id'})",
+              file=sys.stderr)
+        return 2
+    kafka_options = {}
+    for option in args.kafka_option:
+        name, sep, value = option.partition("=")
+        if not sep or not name:
+            print(f"error: --kafka-option takes NAME=VALUE, got {option!r}", file=sys.stderr)
+            return 2
+        kafka_options[f"kafka.{name}"] = value
+
+    from pyspark.errors import PySparkException, StreamingQueryException
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    from kstreams_spark import KStream, KStreamsError, configure_spark, operator_metrics
+
+    spark = (
+        configure_spark(SparkSession.builder.master(args.master))
+        .appName(f"kstreams-spark dedup {args.topic} -> {args.output_topic}")
+        .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        reader = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", args.bootstrap_servers)
+            .option("subscribe", args.topic)
+            .option("startingOffsets", args.starting_offsets)
+            .option("includeHeaders", "true")
+            .options(**kafka_options)
+        )
+        if args.max_offsets_per_trigger:
+            reader = reader.option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
+        try:
+            id_column = F.expr(args.id) if args.id else None
+            deduped = operator(KStream(reader.load()), id_column, args.interval).df
+        except (KStreamsError, PySparkException) as e:
+            print(f"error: {_first_line(e)}", file=sys.stderr)
+            return 2
+        writer = (
+            deduped.select("key", "value", "headers").writeStream.format("kafka")
+            .option("kafka.bootstrap.servers", args.bootstrap_servers)
+            .option("topic", args.output_topic)
+            .option("checkpointLocation", os.path.abspath(args.checkpoint))
+            .options(**kafka_options)
+        )
+        writer = (writer.trigger(availableNow=True) if args.available_now
+                  else writer.trigger(processingTime=args.trigger_interval))
+        print(f"deduplicating {args.topic} -> {args.output_topic} by {args.by}"
+              f"{'' if args.by == 'sequence' else f' within {args.interval}'}; "
+              f"checkpoint {os.path.abspath(args.checkpoint)}", flush=True)
+        query = writer.start()
+        try:
+            records_in = _follow(query)
+        except KeyboardInterrupt:
+            print("stopping ...", flush=True)
+            query.stop()
+            records_in = sum(p["numInputRows"] for p in query.recentProgress)
+        except StreamingQueryException as e:
+            print(f"error: the query stopped: {_first_line(e)}", file=sys.stderr)
+            return 1
+        counts = {}
+        for values in operator_metrics(query.recentProgress).values():
+            counts = values
+        print()
+        print("summary")
+        print(f"  records in              {records_in:>12,}")
+        for name, value in counts.items():
+            print(f"  {name.replace('_', ' '):<23} {value:>12,}")
+        return 0
+    finally:
+        spark.stop()
+
+
+def _first_line(error: Exception) -> str:
+    """The message of a Spark error without its JVM stack trace."""
+    text = getattr(error, "desc", None) or str(error)
+    return text.strip().split("\n\n")[0].split("\n\tat ")[0].strip()
 
 
 def _follow(query) -> int:

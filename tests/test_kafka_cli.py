@@ -1,0 +1,52 @@
+"""``kstreams-spark dedup`` on a real broker, as a user runs it: a separate process."""
+import json
+import os
+import subprocess
+import sys
+
+from kafka_broker import produce, read_topic
+from kafka_streams import PARTITIONS, as_inputs, at_least_once_records
+from reference import dedup_reference
+
+SCRIPT = os.path.join(os.path.dirname(sys.executable), "kstreams-spark")
+
+
+def test_dedup_a_topic_into_another(kafka, tmp_path):
+    topic = kafka.create_topic("cli-in", PARTITIONS)
+    out_topic = kafka.create_topic("cli-out", PARTITIONS)
+    produce(kafka.bootstrap, topic, at_least_once_records(50, seed=3))
+    records = as_inputs(read_topic(kafka.bootstrap, topic))
+    expected = dedup_reference(records, 10_000, key=lambda r: (r.key, json.loads(r.value)["id"]))
+    assert len(expected) == 4 * 50  # one per event: every repeat is the producer's
+
+    out = subprocess.run(
+        [SCRIPT, "dedup", "--bootstrap-servers", kafka.bootstrap, "--topic", topic,
+         "--output-topic", out_topic, "--checkpoint", str(tmp_path / "ck"), "--by", "key-value",
+         "--id", "get_json_object(cast(value as string), '$.id')", "--interval", "10s",
+         "--available-now", "--max-offsets-per-trigger", "120", "--shuffle-partitions", "2",
+         "--master", "local[2]"],
+        capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"deduplicating {topic} -> {out_topic} by key-value within 10s" in out.stdout
+    assert "  batch   1:" in out.stdout  # progress, one line per micro-batch
+    assert f"records in              {len(records):>12,}" in out.stdout
+    assert f"forwarded               {len(expected):>12,}" in out.stdout
+    assert f"duplicates dropped      {len(records) - len(expected):>12,}" in out.stdout
+
+    written = read_topic(kafka.bootstrap, out_topic)
+    as_pairs = lambda rs: sorted((r.key, r.value) for r in rs)  # noqa: E731
+    assert as_pairs(as_inputs(written)) == as_pairs(expected)
+
+
+def test_dedup_arguments_are_checked_before_anything_starts(tmp_path):
+    out = subprocess.run(
+        [SCRIPT, "dedup", "--bootstrap-servers", "127.0.0.1:1", "--topic", "t", "--output-topic", "o",
+         "--checkpoint", str(tmp_path / "ck"), "--by", "sequence"],
+        capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert "error: --by sequence needs --id EXPR (the sequence number)" in out.stderr
+    out = subprocess.run(
+        [SCRIPT, "dedup", "--topic", "t", "--output-topic", "o", "--checkpoint", str(tmp_path)],
+        capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert "the following arguments are required: --bootstrap-servers" in out.stderr
