@@ -34,19 +34,11 @@ from typing import Optional, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
-from pyspark.sql import types as T
 
 from kstreams_spark import KStream, TimeWindows, configure_spark, operator_metrics
 
-SCHEMA = T.StructType(
-    [
-        T.StructField("key", T.StringType()),
-        T.StructField("value", T.StringType()),
-        T.StructField("timestamp", T.TimestampType()),
-        T.StructField("partition", T.IntegerType()),
-        T.StructField("offset", T.LongType()),
-    ]
-)
+# the Kafka source's columns (key and value as strings)
+SCHEMA = "key STRING, value STRING, timestamp TIMESTAMP, partition INT, offset BIGINT"
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:

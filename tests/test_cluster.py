@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import time
+import zipfile
 
 import pytest
 
@@ -118,10 +119,10 @@ def run_driver(command: list[str], log: str, on_progress=None) -> dict:
     return json.loads(stdout.strip().splitlines()[-1])
 
 
-def executors_that_ran_tasks(c: StandaloneCluster, app_id: str) -> list[str]:
-    """Work dirs (worker-N/app-id/executor-id) of the app's executors that fetched the kstreams
-    jar from the driver and finished tasks."""
-    jar = os.path.basename(jar_path())
+def executors_that_ran_tasks(c: StandaloneCluster, app_id: str, jar: str = jar_path()) -> list[str]:
+    """Work dirs (worker-N/app-id/executor-id) of the app's executors that fetched ``jar`` (the
+    kstreams jar) from the driver and finished tasks."""
+    jar = os.path.basename(jar)
     ran = []
     for d in sorted(glob.glob(os.path.join(c.root, "worker-*", app_id, "*"))):
         with open(os.path.join(d, "stderr"), errors="replace") as f:
@@ -168,12 +169,17 @@ def test_spark_submit_with_jars(spark, standalone, input_dir, local_result, tmp_
         # a fresh worker joins while spark-submit starts; the app waits for its executor
         standalone.worker_daemons.append(standalone.start_worker(len(standalone.worker_daemons)))
     root = str(tmp_path)
+    # another jar given to spark-submit must reach the executors too (configure_spark adds to it)
+    other_jar = os.path.join(root, "other.jar")
+    with zipfile.ZipFile(other_jar, "w") as z:
+        z.writestr("other.txt", "not a class")
     summary = run_driver(
         [os.path.join(SPARK_HOME, "bin", "spark-submit"), "--master", standalone.url,
-         "--jars", jar_path(), APP, "--min-executors", "2", *app_args(root, input_dir, files_per_batch=FILES)],
+         "--jars", f"{other_jar},{jar_path()}", APP, "--min-executors", "2", *app_args(root, input_dir, files_per_batch=FILES)],
         os.path.join(root, "driver.log"),
     )
     assert summary["batches_with_data"] == {"dedup": 1, "windowed": 1}
     assert sink_rows(spark, root) == local_result
     assert len(executors_that_ran_tasks(standalone, summary["application_id"])) == 2
+    assert len(executors_that_ran_tasks(standalone, summary["application_id"], other_jar)) == 2
 
