@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -84,6 +85,7 @@ class StandaloneCluster:
     master_port: int = field(default_factory=free_port)
     master: Optional[Daemon] = None
     worker_daemons: list = field(default_factory=list)
+    _starting: Optional[Future] = None
 
     @property
     def url(self) -> str:
@@ -110,6 +112,17 @@ class StandaloneCluster:
             self.worker_daemons.append(self.start_worker(i))
         self.wait_for(lambda s: len(self.alive_workers(s)) == self.workers,
                       f"{self.workers} workers to register")
+        return self
+
+    def start_in_background(self) -> "StandaloneCluster":
+        """Starts the cluster on a thread, so the JVMs boot while the caller does other work."""
+        self._starting = ThreadPoolExecutor(1).submit(self.start)
+        return self
+
+    def ready(self) -> "StandaloneCluster":
+        """Waits for a start_in_background() to finish (raising what it raised)."""
+        if self._starting is not None:
+            self._starting.result()
         return self
 
     def start_worker(self, i: int) -> Daemon:
@@ -147,6 +160,8 @@ class StandaloneCluster:
         raise TimeoutError(f"timed out waiting for {what}; master log:\n{tail(self.master.log)}")
 
     def stop(self) -> None:
+        if self._starting is not None:
+            wait([self._starting])
         for d in [*self.worker_daemons, self.master]:
             if d is not None:
                 d.kill()

@@ -91,7 +91,7 @@ def local_result(spark, input_dir, tmp_path_factory) -> dict[str, list[tuple]]:
 def standalone(tmp_path_factory):
     c = StandaloneCluster(str(tmp_path_factory.mktemp("cluster")), workers=2)
     try:
-        yield c.start()
+        yield c.start_in_background()  # booting while local_result runs
     finally:
         c.stop()
 
@@ -138,6 +138,7 @@ def committed(checkpoint: str) -> int:
 
 
 def test_python_driver_survives_losing_a_worker_mid_stream(spark, standalone, input_dir, local_result, tmp_path):
+    standalone.ready()
     root = str(tmp_path)
     checkpoints = [os.path.join(root, "checkpoint", n) for n in ("dedup", "windowed")]
     killed = {}
@@ -165,7 +166,7 @@ def test_python_driver_survives_losing_a_worker_mid_stream(spark, standalone, in
 
 
 def test_spark_submit_with_jars(spark, standalone, input_dir, local_result, tmp_path):
-    if len(standalone.alive_workers(standalone.state())) < 2:  # the first test killed one
+    if len(standalone.alive_workers(standalone.ready().state())) < 2:  # the first test killed one
         # a fresh worker joins while spark-submit starts; the app waits for its executor
         standalone.worker_daemons.append(standalone.start_worker(len(standalone.worker_daemons)))
     root = str(tmp_path)
