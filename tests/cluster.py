@@ -6,8 +6,10 @@ free ports, 1 core and a little memory. Used by tests/test_cluster.py.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -39,6 +41,7 @@ SPARK_DEFAULTS = {
     "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
 }
 _CONF_DIR = tempfile.mkdtemp(prefix="kstreams-cluster-conf-")
+atexit.register(shutil.rmtree, _CONF_DIR, True)
 with open(os.path.join(_CONF_DIR, "spark-defaults.conf"), "w") as _f:
     _f.writelines(f"{k} {v}\n" for k, v in SPARK_DEFAULTS.items())
 
@@ -58,6 +61,25 @@ def cluster_env() -> dict:
         PYSPARK_DRIVER_PYTHON=sys.executable,
     )
     return env
+
+
+# Kills the daemons if the test process dies without stopping them (e.g. SIGKILL on a timeout):
+# they run in sessions of their own, so nothing else would.
+_WATCHDOG = """
+import os, signal, sys, time
+parent, pids = int(sys.argv[1]), sys.argv[2]
+while True:
+    time.sleep(1)
+    try:
+        os.kill(parent, 0)
+    except ProcessLookupError:
+        break
+for pgid in open(pids).read().split():
+    try:
+        os.killpg(int(pgid), signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+"""
 
 
 @dataclass
@@ -85,6 +107,7 @@ class StandaloneCluster:
     master_port: int = field(default_factory=free_port)
     master: Optional[Daemon] = None
     worker_daemons: list = field(default_factory=list)
+    watchdog: Optional[subprocess.Popen] = None
     _starting: Optional[Future] = None
 
     @property
@@ -101,10 +124,16 @@ class StandaloneCluster:
                 stdout=out, stderr=subprocess.STDOUT, env=cluster_env(), cwd=self.root,
                 start_new_session=True,
             )
+        with open(os.path.join(self.root, "daemon-pids"), "a") as pids:
+            pids.write(f"{process.pid}\n")
         return Daemon(name, process, log, web_port, work_dir)
 
     def start(self) -> "StandaloneCluster":
         os.makedirs(self.root, exist_ok=True)
+        self.watchdog = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), os.path.join(self.root, "daemon-pids")],
+            start_new_session=True,
+        )
         self.master = self._start("master", "org.apache.spark.deploy.master.Master",
                                   ["--port", str(self.master_port)])
         self.wait_for(lambda s: s is not None, "the master to answer")
@@ -165,6 +194,9 @@ class StandaloneCluster:
         for d in [*self.worker_daemons, self.master]:
             if d is not None:
                 d.kill()
+        if self.watchdog is not None:
+            self.watchdog.kill()
+            self.watchdog.wait()
 
 
 def tail(path: str, lines: int = 40) -> str:
