@@ -35,8 +35,8 @@ APP = os.path.join(ROOT, "examples", "cluster_app.py")
 sys.path.insert(0, os.path.dirname(APP))
 import cluster_app  # noqa: E402
 
-FILES = 4  # one micro-batch each
-KILL_AFTER_BATCH = 1  # kill a worker once both queries have committed this batch
+FILES = 3  # one micro-batch each
+KILL_AFTER_BATCH = 0  # kill a worker once both queries have committed this batch
 DRIVER_TIMEOUT_S = 240
 
 
@@ -132,6 +132,16 @@ def executors_that_ran_tasks(c: StandaloneCluster, app_id: str, jar: str = jar_p
     return ran
 
 
+def running_a_task(work_dir: str) -> bool:
+    """Whether an executor under the worker's ``work_dir`` has started a task it has not finished."""
+    started = finished = 0
+    for path in glob.glob(os.path.join(work_dir, "*", "*", "stderr")):
+        with open(path, errors="replace") as f:
+            log = f.read()
+        started, finished = started + log.count("Running task"), finished + log.count("Finished task")
+    return started > finished
+
+
 def committed(checkpoint: str) -> int:
     """Micro-batches committed in a query's checkpoint."""
     return len(glob.glob(os.path.join(checkpoint, "commits", "[0-9]*")))
@@ -144,10 +154,15 @@ def test_python_driver_survives_losing_a_worker_mid_stream(spark, standalone, in
     killed = {}
 
     def kill_a_worker_mid_stream():
-        if killed or min(committed(c) for c in checkpoints) <= KILL_AFTER_BATCH:
-            return
-        killed["committed"] = [committed(c) for c in checkpoints]
+        done = [committed(c) for c in checkpoints]
         victim = standalone.worker_daemons[1]
+        if killed or min(done) <= KILL_AFTER_BATCH:
+            return
+        # best while its executor runs a task; at the latest once one more micro-batch committed
+        running = running_a_task(victim.work_dir)
+        if not running and min(done) <= KILL_AFTER_BATCH + 1:
+            return
+        killed.update(committed=done, running_a_task=running)
         victim.kill()  # the worker and its executor, as when a machine dies
         killed["worker"] = victim.name
 
@@ -159,7 +174,7 @@ def test_python_driver_survives_losing_a_worker_mid_stream(spark, standalone, in
     assert killed, "the queries ended before a worker could be killed"
     assert max(killed["committed"]) < FILES, f"a query had finished when the worker died: {killed}"
     assert summary["batches_with_data"] == {"dedup": FILES, "windowed": FILES}
-    assert sink_rows(spark, root) == local_result
+    assert sink_rows(spark, root) == local_result, f"worker killed: {killed}"
     assert len(summary["executors_at_start"]) == 2
     ran = executors_that_ran_tasks(standalone, summary["application_id"])
     assert len(ran) >= 2 and any(d.startswith(killed["worker"] + os.sep) for d in ran), ran
