@@ -1,7 +1,8 @@
 """Deduplicate a stream on a Spark cluster: one job, two stateful streaming queries.
 
 Reads JSON files (``key``, ``value``, ``timestamp``, ``partition``, ``offset``: the Kafka source's
-columns) from ``--input``, one file per micro-batch, and writes two Parquet sinks under ``--output``:
+columns) from ``--input``, one file per micro-batch (``--files-per-batch``), and writes two Parquet
+sinks under ``--output``:
 
 * ``dedup/``: ``deduplicate_by_key(--interval)`` (KIP-655),
 * ``windowed/``: the first record per key and tumbling ``--window`` (windowed distinct),
