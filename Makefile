@@ -56,6 +56,11 @@ test-python: install $(KAFKA_BROKER)
 
 test: test-scala test-python
 
+# Only the standalone-cluster test (also part of test-python): `pytest -m "not cluster"` skips it.
+.PHONY: test-cluster
+test-cluster: install
+	$(PY) -m pytest -q -m cluster tests
+
 demo: install
 	$(VENV)/bin/kstreams-spark demo
 

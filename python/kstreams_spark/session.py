@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import glob
 import os
+from typing import Optional
+from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
@@ -20,7 +22,8 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
     The bundled jars are kstreams-spark's and Spark's Kafka connector (``spark.readStream
     .format("kafka")``, see :func:`kafka_connector_jars`). They go on the driver's classpath and
     into ``spark.jars`` (which ships them to executors, also on a cluster); both keep any jars
-    already configured.
+    already configured, also those of ``spark-submit --jars``. Under spark-submit the driver's JVM
+    is already running, so pass the kstreams jar there too (``--jars``) for the driver to see it.
 
     >>> spark = configure_spark(SparkSession.builder.master("local[2]")).getOrCreate()
     """
@@ -28,9 +31,11 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
     options = getattr(builder, "_options", {})
 
     def appended(key: str, sep: str) -> str:
-        current = str(options.get(key) or "")
+        current = str(options.get(key) or _submitted_value(key) or "")
         parts = current.split(sep) if current else []
-        return sep.join(parts + [j for j in jars if j not in parts])
+        # spark-submit's --jars arrive as file: URIs
+        paths = {urlparse(p).path if p.startswith("file:") else p for p in parts}
+        return sep.join(parts + [j for j in jars if j not in paths])
 
     return (
         builder.config("spark.jars", appended("spark.jars", ","))
@@ -47,3 +52,15 @@ def kafka_connector_jars() -> list[str]:
     True
     """
     return sorted(glob.glob(os.path.join(KAFKA_CONNECTOR_DIR, "*.jar")))
+
+
+def _submitted_value(key: str) -> Optional[str]:
+    """The value spark-submit gave ``key`` (``--jars`` is ``spark.jars``), so that configure_spark
+    adds to it instead of replacing it; None when Python started without spark-submit."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # set only by spark-submit's PythonRunner
+        return None
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()  # connects to the JVM spark-submit started
+    conf = SparkContext._jvm.SparkConf(True)  # its defaults: spark-submit's --jars and --conf
+    return conf.get(key) if conf.contains(key) else None
