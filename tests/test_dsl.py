@@ -406,3 +406,56 @@ def test_emit_on_change_loses_nothing_when_the_query_dies_after_the_state_write(
     out = spark.read.parquet(str(root / "out"))
     assert table_rows(out, "value") == [("A", "1", 9), ("A", "1", 10), ("B", "2", 11), ("B", "3", 13)]
     assert operator_metrics(query.recentProgress)["kstreams_to_table"]["idempotent-updates-dropped"] == 1
+
+
+# ---- session-windowed aggregations ----
+
+SESSIONS = [Rec("k", ms=t, value=str(t)) for t in (0, 5, 30, 12, 21)]
+
+
+@pytest.mark.parametrize("mode", DSL_MODES)
+def test_session_windowed_count_merges_sessions_with_tombstones(spark, tmp_path, mode):
+    """gap 10 ms: 0 and 5 form [0,5]; 30 opens [30,30]; 12 extends [0,5] to [0,12]; 21 bridges
+    [0,12] and [30,30] into [0,30] (tombstones for both). A grace of 20 ms keeps 12 and 21 in
+    time when each record is its own micro-batch (the watermark is then 30)."""
+    from kstreams_spark import SessionWindows
+
+    windows = SessionWindows.of_inactivity_gap_and_grace("10 milliseconds", "20 milliseconds")
+    out = run_mode(spark, tmp_path, SESSIONS,
+                   lambda df: KStream(df).group_by_key().windowed_by(windows).count().df, mode)
+    got = Rows(
+        (r.value, (r.window.start - at(0)) // dt.timedelta(milliseconds=1),
+         (r.window.end - at(0)) // dt.timedelta(milliseconds=1),
+         (r.timestamp - at(0)) // dt.timedelta(milliseconds=1))
+        for r in out.collect())
+    assert got == [(1, 0, 0, 0), (None, 0, 0, 5), (2, 0, 5, 5), (1, 30, 30, 30), (None, 0, 5, 12),
+                   (3, 0, 12, 12), (None, 0, 12, 30), (None, 30, 30, 30), (5, 0, 30, 30)]
+
+
+def test_session_windowed_count_drops_a_record_whose_session_closed(spark, tmp_path):
+    from kstreams_spark import SessionWindows
+
+    windows = SessionWindows.of_inactivity_gap_with_no_grace("10 milliseconds")
+    run = StreamRun(spark, str(tmp_path), lambda df: KStream(df).group_by_key().windowed_by(windows).count().df)
+    for r in with_offsets(SESSIONS):
+        run.add_batch([r])
+    run.run()
+    # at watermark 30, 12 would extend [0,5] to [0,12], closed since 12 < 30: late; 21 joins [30,30]
+    assert Rows((r.value, (r.timestamp - at(0)) // dt.timedelta(milliseconds=1)) for r in run.output().collect()) == [
+        (1, 0), (None, 5), (2, 5), (1, 30), (None, 30), (2, 30)]
+    assert operator_metrics(run.progress)["kstreams_count_session_windowed"]["late_dropped"] == 1
+
+
+def test_session_windowed_aggregate_needs_a_merger(spark):
+    from kstreams_spark import SessionWindows
+
+    grouped = KStream(batch_df(spark, with_offsets(SESSIONS))).group_by_key() \
+        .windowed_by(SessionWindows.of_inactivity_gap_with_no_grace("10 milliseconds"))
+    with pytest.raises(KStreamsError, match="needs a merger"):
+        grouped.aggregate(F.lit(""), lambda agg, v: F.concat(agg, v))
+    joined = grouped.aggregate(F.lit(""), lambda agg, v: F.concat(agg, v), lambda a, b: F.concat(a, b))
+    by_window = {((r.window.start - at(0)) // dt.timedelta(milliseconds=1),
+                  (r.window.end - at(0)) // dt.timedelta(milliseconds=1)): r.value
+                 for r in joined.df.collect() if r.value is not None}
+    # [0,12] ("0512") and [30,30] ("30") merge in start order, then 21 is added
+    assert by_window[(0, 30)] == "05123021"

@@ -450,50 +450,66 @@ class WindowedKStream:
         return s._wrap(lambda: s._api.sessionDistinct(s._jks, _interval(w.gap), grace))
 
     def count(self) -> "KTable":
-        """Records per (key, window), with a ``window`` column; the timestamp is the largest in
-        the window. A window closes when the query's watermark reaches ``end + grace``; records of
-        closed windows are dropped and counted (``late_dropped``). Tumbling windows only.
+        """Records per (key, window), with a ``window`` column.
+
+        Tumbling windows: the timestamp is the largest in the window; a window closes when the
+        query's watermark reaches ``end + grace`` and records of closed windows are dropped and
+        counted (``late_dropped``). Session windows: ``window`` is (first, last record's time);
+        when a record merges sessions, each merged-away session gets a tombstone (null value).
 
         >>> ks.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace("10 seconds")).count()
         """
         return _aggregate(self._stream, "count", self._windows)
 
     def reduce(self, adder: Union[Column, KeyValueFunction]) -> "KTable":
-        """:meth:`KGroupedStream.reduce` per window."""
+        """:meth:`KGroupedStream.reduce` per window (merging sessions also uses ``adder``)."""
         return _aggregate(self._stream, "reduce", self._windows, adder=adder)
 
-    def aggregate(self, initializer: Column, adder: Union[Column, KeyValueFunction]) -> "KTable":
-        """:meth:`KGroupedStream.aggregate` per window."""
-        return _aggregate(self._stream, "aggregate", self._windows, initializer=initializer, adder=adder)
+    def aggregate(
+        self,
+        initializer: Column,
+        adder: Union[Column, KeyValueFunction],
+        merger: Optional[Union[Column, KeyValueFunction]] = None,
+    ) -> "KTable":
+        """:meth:`KGroupedStream.aggregate` per window. Session windows need
+        ``merger(aggregate1, aggregate2)`` to combine two sessions' aggregates.
+
+        >>> ks.group_by_key().windowed_by(SessionWindows.of_inactivity_gap_with_no_grace("5 minutes")) \
+        ...     .aggregate(F.lit(0), lambda agg, v: agg + 1, lambda a, b: a + b)
+        """
+        return _aggregate(self._stream, "aggregate", self._windows, initializer=initializer,
+                          adder=adder, merger=merger)
 
 
-def _aggregate(stream: KStream, kind: str, windows, initializer=None, adder=None) -> "KTable":
+def _aggregate(stream: KStream, kind: str, windows, initializer=None, adder=None, merger=None) -> "KTable":
     from kstreams_spark.ktable import KTable
 
     api = stream._api
-    if isinstance(windows, SessionWindows):
-        raise KStreamsError(
-            f"{kind} over SessionWindows is not supported yet; use TimeWindows (session windows "
-            "support distinct())"
-        )
-    size = None if windows is None else _interval(windows.size)
+    if windows is None:
+        window_kind, size = None, None
+    elif isinstance(windows, TimeWindows):
+        window_kind, size = "tumbling", _interval(windows.size)
+    else:
+        window_kind, size = "session", _interval(windows.gap)
     grace = None if windows is None or windows.grace is None else _interval(windows.grace)
+
+    def fold(function, what: str):
+        if isinstance(function, Column):
+            return _java_column(function, what)
+        if callable(function):
+            agg, value = F.col(api.aggregateInputName()), F.col(api.valueInputName())
+            return _java_column(function(agg, value), f"{what} result")
+        raise KStreamsError(f"{what} must be a Column or a callable, got {type(function).__name__}")
+
     with jvm_errors():
         if kind == "count":
-            jtable = api.count(stream._jks, size, grace)
+            jtable = api.count(stream._jks, window_kind, size, grace)
+        elif kind == "reduce":
+            jtable = api.reduce(stream._jks, fold(adder, "adder"), window_kind, size, grace)
         else:
-            if isinstance(adder, Column):
-                jadder = _java_column(adder, "adder")
-            elif callable(adder):
-                agg, value = F.col(api.aggregateInputName()), F.col(api.valueInputName())
-                jadder = _java_column(adder(agg, value), "adder result")
-            else:
-                raise KStreamsError(f"adder must be a Column or a callable, got {type(adder).__name__}")
-            if kind == "reduce":
-                jtable = api.reduce(stream._jks, jadder, size, grace)
-            else:
-                jinit = _java_column(initializer, "initializer")
-                jtable = api.aggregate(stream._jks, jinit, jadder, size, grace)
+            jinit = _java_column(initializer, "initializer")
+            jmerger = None if merger is None else fold(merger, "merger")
+            jtable = api.aggregate(stream._jks, jinit, fold(adder, "adder"), jmerger, window_kind, size, grace)
     return KTable(jtable, stream._df.sparkSession)
 
 

@@ -27,12 +27,21 @@ private[kstreams] object Aggregate {
   val Result = "__kstreams_result"
   val ResultTs = "__kstreams_result_ts"
 
-  /** How to fold: `initializer` None means "the first value" (reduce). */
-  final case class Fold(name: String, initializer: Option[Column], adder: Column)
+  /** How to fold: `initializer` None means "the first value" (reduce). `merger` combines two
+    * aggregates (given as the adder's two inputs) when session windows merge; reduce merges with
+    * its adder. */
+  final case class Fold(name: String, initializer: Option[Column], adder: Column, merger: Option[Column])
 
-  def count: Fold = Fold("kstreams_count", Some(lit(0L)), col(AggInput) + lit(1L))
+  def count: Fold = Fold("kstreams_count", Some(lit(0L)), col(AggInput) + lit(1L),
+    Some(col(AggInput) + col(ValueInput)))
 
-  def run(stream: KStream, fold: Fold, windows: Option[TimeWindows]): KTable = {
+  /** What an aggregation is computed over. */
+  sealed trait Windowing
+  case object Unwindowed extends Windowing
+  final case class Tumbling(windows: TimeWindows) extends Windowing
+  final case class Sessions(windows: SessionWindows) extends Windowing
+
+  def run(stream: KStream, fold: Fold, windowing: Windowing): KTable = {
     val input = Keyed.prepare(Seq(Keyed.SideInput(stream)))
     val spark = stream.df.sparkSession
     val valueType = input.valueTypes.head
@@ -48,17 +57,35 @@ private[kstreams] object Aggregate {
           s"(${aggType.simpleString}) and the value (${valueType.simpleString}): " +
           e.getMessage.linesIterator.next(), e)
     }
-    val windowed = windows.isDefined
+    val windowed = windowing != Unwindowed
     val timeMode = if (windowed && input.streaming) TimeMode.EventTime() else TimeMode.None()
     val outputSchema = StructType(Seq(
       input.keyField.copy(name = Keyed.Key, nullable = true),
       StructField(WindowStart, LongType), StructField(WindowEnd, LongType),
       StructField(Result, aggType), StructField(ResultTs, LongType),
       StructField(ArrivalOrder.Dropped, StringType)))
-    val processed = input.grouped.transformWithState(
-      new AggregateProcessor(input.layout, initial, adder, windows, input.streaming),
-      timeMode, OutputMode.Append())(Encoders.row(outputSchema))
-    val name = if (windowed) fold.name + "_windowed" else fold.name
+    val processor = windowing match {
+      case Unwindowed => new AggregateProcessor(input.layout, initial, adder, None, input.streaming)
+      case Tumbling(windows) =>
+        new AggregateProcessor(input.layout, initial, adder, Some(windows), input.streaming)
+      case Sessions(windows) =>
+        val mergerExpression = fold.merger.getOrElse(fold.adder)
+        val merger = try {
+          ColumnFunction(spark, Seq(AggInput -> aggType, ValueInput -> aggType), mergerExpression, Some(aggType))
+        } catch {
+          case e: org.apache.spark.sql.AnalysisException => throw new KStreamsException(
+            s"the session merger of ${fold.name.stripPrefix("kstreams_")} does not resolve over two " +
+              s"aggregates (${aggType.simpleString}): " + e.getMessage.linesIterator.next(), e)
+        }
+        new SessionAggregateProcessor(input.layout, initial, adder, merger, windows, input.streaming)
+    }
+    val processed = input.grouped.transformWithState(processor, timeMode, OutputMode.Append())(
+      Encoders.row(outputSchema))
+    val name = windowing match {
+      case Unwindowed => fold.name
+      case Tumbling(_) => fold.name + "_windowed"
+      case Sessions(_) => fold.name + "_session_windowed"
+    }
     val finished = ArrivalOrder.finish(processed, name, KeyedReasons.Aggregate)
     val cols = stream.columns
     val window =
@@ -141,6 +168,91 @@ private[kstreams] final class AggregateProcessor(
     val size = windows.map(_.sizeMicros).getOrElse(0L)
     val closed = results.keys().filter(start => start + size + grace <= watermarkMicros).toList
     closed.foreach(results.removeKey)
+    Iterator.empty
+  }
+}
+
+/** Session-windowed aggregation (Kafka's `SessionWindowedKStream`): a record joins every session
+  * of its key that it is within `gap` of (inclusive); those sessions merge into one whose
+  * aggregate is the merged aggregates plus the record. Each merged-away session gets a tombstone
+  * (null value) and the new session its result, timestamped with the session's latest record. A
+  * record whose merged session ends more than `grace` before the watermark is late. State: one
+  * (end, aggregate, timestamp) per session start, removed by a timer once no record can reach it.
+  */
+private[kstreams] final class SessionAggregateProcessor(
+    layout: Keyed.Layout,
+    initial: Option[Any],
+    adder: ColumnFunction,
+    merger: ColumnFunction,
+    windows: SessionWindows,
+    streaming: Boolean) extends StatefulProcessor[Row, Row, Row] {
+
+  @transient private var sessions: MapState[Long, Row] = _
+  private val width = 6
+
+  override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
+    val schema = StructType(Seq(StructField("end", LongType), StructField("aggregate", adder.dataType),
+      StructField("ts", LongType)))
+    sessions = getHandle.getMapState[Long, Row](
+      "sessions", Encoders.scalaLong, Encoders.row(schema), TTLConfig.NONE)
+  }
+
+  /** The watermark from which on no record can reach a session ending at `end`. */
+  private def expiry(end: Long): Long = end + windows.gapMicros + windows.graceMicros
+
+  override def handleInputRows(key: Row, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
+    val watermarkMicros = if (streaming) timerValues.getCurrentWatermarkInMs() * 1000L else Long.MinValue
+    val keyValue = key.get(0)
+    val valueIndex = layout.valueIndex(0)
+    val out = mutable.ArrayBuffer.empty[Row]
+    Keyed.arrivalOrder(rows, layout).foreach { r =>
+      if (keyValue == null) out += Keyed.marker(width, KeyedReasons.NullKey)
+      else if (r.isNullAt(layout.tsIndex)) out += Keyed.marker(width, KeyedReasons.NullTimestamp)
+      else if (r.isNullAt(valueIndex)) out += Keyed.marker(width, KeyedReasons.NullValue)
+      else {
+        val ts = r.getLong(layout.tsIndex)
+        val touching = sessions.iterator().filter { case (start, s) =>
+          ts >= start - windows.gapMicros && ts <= s.getLong(0) + windows.gapMicros
+        }.toList.sortBy(_._1)
+        val start = (ts :: touching.map(_._1)).min
+        val end = (ts :: touching.map(_._2.getLong(0))).max
+        if (end + windows.graceMicros < watermarkMicros) out += Keyed.marker(width, ArrivalOrder.Reasons.Late)
+        else {
+          val merged = touching.map(_._2.get(1)).reduceOption((a, b) => merger(a, b))
+          val value = r.get(valueIndex)
+          val folded = merged match {
+            case Some(agg) => adder(agg, value)
+            case None => initial.map(i => adder(i, value)).getOrElse(value)
+          }
+          val newTs = (ts :: touching.map(_._2.getLong(2))).max
+          val same = touching match {
+            case List((oldStart, old)) if oldStart == start && old.getLong(0) == end =>
+              newTs >= old.getLong(2) &&
+                java.util.Arrays.equals(adder.serialize(folded), adder.serialize(old.get(1)))
+            case _ => false
+          }
+          if (same) out += Keyed.marker(width, KeyedReasons.Idempotent)
+          else {
+            touching.foreach { case (oldStart, old) =>
+              sessions.removeKey(oldStart)
+              if (oldStart != start || old.getLong(0) != end)
+                out += Row(keyValue, oldStart, old.getLong(0), null, newTs, null)
+            }
+            sessions.updateValue(start, Row(end, folded, newTs))
+            if (streaming) getHandle.registerTimer(Math.floorDiv(expiry(end), 1000L) + 1)
+            out += Row(keyValue, start, end, folded, newTs, null)
+          }
+        }
+      }
+    }
+    out.iterator
+  }
+
+  override def handleExpiredTimer(
+      key: Row, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
+    val watermarkMicros = timerValues.getCurrentWatermarkInMs() * 1000L
+    sessions.iterator().filter { case (_, s) => expiry(s.getLong(0)) < watermarkMicros }
+      .map(_._1).toList.foreach(sessions.removeKey)
     Iterator.empty
   }
 }

@@ -83,22 +83,43 @@ object PythonAPI {
   def toTable(ks: KStream): KTable = ks.toTable
   def tableStream(table: KTable): KStream = table.toStream
 
-  private def grouped[T](ks: KStream, windowSize: String, grace: String)(
-      plain: KGroupedStream => T, windowed: TimeWindowedKStream => T): T =
-    if (windowSize == null) plain(ks.groupByKey)
-    else windowed(ks.groupByKey.windowedBy(
-      if (grace == null) TimeWindows.ofSizeWithNoGrace(windowSize) else TimeWindows.ofSizeAndGrace(windowSize, grace)))
+  /** The aggregation's Scala calls, for [[grouped]]. */
+  private final case class Calls[T](
+      plain: KGroupedStream => T, tumbling: TimeWindowedKStream => T, session: SessionWindowedKStream => T)
 
-  /** count per key, or per tumbling window when `windowSize` is not null. */
-  def count(ks: KStream, windowSize: String, grace: String): KTable =
-    grouped(ks, windowSize, grace)(_.count(), _.count())
+  /** `windowKind` is null (not windowed), "tumbling" (`size` = window size) or "session"
+    * (`size` = inactivity gap); `grace` may be null. */
+  private def grouped[T](ks: KStream, windowKind: String, size: String, grace: String)(calls: Calls[T]): T =
+    windowKind match {
+      case null => calls.plain(ks.groupByKey)
+      case "tumbling" => calls.tumbling(ks.groupByKey.windowedBy(
+        if (grace == null) TimeWindows.ofSizeWithNoGrace(size) else TimeWindows.ofSizeAndGrace(size, grace)))
+      case "session" => calls.session(ks.groupByKey.windowedBy(
+        if (grace == null) SessionWindows.ofInactivityGapWithNoGrace(size)
+        else SessionWindows.ofInactivityGapAndGrace(size, grace)))
+      case other => throw new KStreamsException(s"window kind must be tumbling or session, got '$other'")
+    }
 
-  def reduce(ks: KStream, adder: Column, windowSize: String, grace: String): KTable =
-    grouped(ks, windowSize, grace)(_.reduce((_, _) => adder), _.reduce((_, _) => adder))
+  def count(ks: KStream, windowKind: String, size: String, grace: String): KTable =
+    grouped(ks, windowKind, size, grace)(Calls(_.count(), _.count(), _.count()))
 
-  def aggregate(ks: KStream, initializer: Column, adder: Column, windowSize: String, grace: String): KTable =
-    grouped(ks, windowSize, grace)(_.aggregate(initializer, (_, _) => adder),
-      _.aggregate(initializer, (_, _) => adder))
+  def reduce(ks: KStream, adder: Column, windowKind: String, size: String, grace: String): KTable = {
+    val f = (_: Column, _: Column) => adder
+    grouped(ks, windowKind, size, grace)(Calls(_.reduce(f), _.reduce(f), _.reduce(f)))
+  }
+
+  /** `merger` (over the same two input names, both aggregates) is needed for session windows. */
+  def aggregate(ks: KStream, initializer: Column, adder: Column, merger: Column, windowKind: String,
+      size: String, grace: String): KTable = {
+    val f = (_: Column, _: Column) => adder
+    grouped(ks, windowKind, size, grace)(Calls(_.aggregate(initializer, f), _.aggregate(initializer, f), {
+      session =>
+        if (merger == null) throw new KStreamsException(
+          "aggregate over SessionWindows needs a merger(aggregate1, aggregate2) that combines the " +
+            "aggregates of two sessions a record merges")
+        session.aggregate(initializer, f, (_, _) => merger)
+    }))
+  }
 
   /** `kind` is "inner", "left" or "outer"; `grace` may be null. */
   def streamJoin(ks: KStream, other: KStream, joined: Column, kind: String, timeDifference: String,

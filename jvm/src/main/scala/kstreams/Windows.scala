@@ -56,16 +56,16 @@ object SessionWindows {
   */
 final class KGroupedStream private[kstreams] (stream: KStream) {
   /** Number of records per key. */
-  def count(): KTable = Aggregate.run(stream, Aggregate.count, None)
+  def count(): KTable = Aggregate.run(stream, Aggregate.count, Aggregate.Unwindowed)
 
   /** Combines each key's values with `adder(aggregate, value)`; the first value starts it. */
   def reduce(adder: (Column, Column) => Column): KTable =
-    Aggregate.run(stream, KGroupedStream.reduceFold(adder), None)
+    Aggregate.run(stream, KGroupedStream.reduceFold(adder), Aggregate.Unwindowed)
 
   /** Folds each key's values into `adder(aggregate, value)`, starting from the constant
     * `initializer` (whose type the aggregate keeps). */
   def aggregate(initializer: Column, adder: (Column, Column) => Column): KTable =
-    Aggregate.run(stream, KGroupedStream.aggregateFold(initializer, adder), None)
+    Aggregate.run(stream, KGroupedStream.aggregateFold(initializer, adder, None), Aggregate.Unwindowed)
 
   def windowedBy(windows: TimeWindows): TimeWindowedKStream = new TimeWindowedKStream(stream, windows)
   def windowedBy(windows: SessionWindows): SessionWindowedKStream =
@@ -76,15 +76,15 @@ final class KGroupedStream private[kstreams] (stream: KStream) {
   * with a `window` column; the result timestamp is the largest within the window. */
 final class TimeWindowedKStream private[kstreams] (stream: KStream, windows: TimeWindows) {
   /** Records per (key, window). {{{ grouped.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s")).count() }}} */
-  def count(): KTable = Aggregate.run(stream, Aggregate.count, Some(windows))
+  def count(): KTable = Aggregate.run(stream, Aggregate.count, Aggregate.Tumbling(windows))
 
   /** [[KGroupedStream.reduce]] per window. */
   def reduce(adder: (Column, Column) => Column): KTable =
-    Aggregate.run(stream, KGroupedStream.reduceFold(adder), Some(windows))
+    Aggregate.run(stream, KGroupedStream.reduceFold(adder), Aggregate.Tumbling(windows))
 
   /** [[KGroupedStream.aggregate]] per window. */
   def aggregate(initializer: Column, adder: (Column, Column) => Column): KTable =
-    Aggregate.run(stream, KGroupedStream.aggregateFold(initializer, adder), Some(windows))
+    Aggregate.run(stream, KGroupedStream.aggregateFold(initializer, adder, None), Aggregate.Tumbling(windows))
 
   /** The first record of each (key, window), with a `window` column (start, end).
     *
@@ -93,8 +93,26 @@ final class TimeWindowedKStream private[kstreams] (stream: KStream, windows: Tim
   def distinct(): KStream = stream.withDf(WindowedDistinct.tumbling(stream.df, stream.columns, windows))
 }
 
-/** A stream grouped by key and session window. */
+/** A stream grouped by key and session window. Aggregations give one result per (key, session)
+  * with a `window` column (first and last record's time); when a record merges sessions, each
+  * merged-away session gets a tombstone (null value). The result timestamp is the session's
+  * latest record's. */
 final class SessionWindowedKStream private[kstreams] (stream: KStream, windows: SessionWindows) {
+  /** Records per (key, session).
+    * {{{ grouped.windowedBy(SessionWindows.ofInactivityGapWithNoGrace("5 min")).count() }}} */
+  def count(): KTable = Aggregate.run(stream, Aggregate.count, Aggregate.Sessions(windows))
+
+  /** [[KGroupedStream.reduce]] per session; merging sessions combines them with `adder` too. */
+  def reduce(adder: (Column, Column) => Column): KTable =
+    Aggregate.run(stream, KGroupedStream.reduceFold(adder), Aggregate.Sessions(windows))
+
+  /** [[KGroupedStream.aggregate]] per session; `merger(aggregate1, aggregate2)` combines the
+    * aggregates of sessions that a record merges (Kafka's `Merger`). */
+  def aggregate(initializer: Column, adder: (Column, Column) => Column,
+      merger: (Column, Column) => Column): KTable =
+    Aggregate.run(stream, KGroupedStream.aggregateFold(initializer, adder, Some(merger)),
+      Aggregate.Sessions(windows))
+
   /** The record that opens each session, with `window = (t, t)`; records that join or bridge a
     * session are not forwarded.
     *
@@ -108,8 +126,9 @@ private[kstreams] object KGroupedStream {
     adder(col(Aggregate.AggInput), col(Aggregate.ValueInput))
 
   def reduceFold(adder: (Column, Column) => Column): Aggregate.Fold =
-    Aggregate.Fold("kstreams_reduce", None, adderOf(adder))
+    Aggregate.Fold("kstreams_reduce", None, adderOf(adder), None)
 
-  def aggregateFold(initializer: Column, adder: (Column, Column) => Column): Aggregate.Fold =
-    Aggregate.Fold("kstreams_aggregate", Some(initializer), adderOf(adder))
+  def aggregateFold(initializer: Column, adder: (Column, Column) => Column,
+      merger: Option[(Column, Column) => Column]): Aggregate.Fold =
+    Aggregate.Fold("kstreams_aggregate", Some(initializer), adderOf(adder), merger.map(adderOf))
 }

@@ -47,6 +47,13 @@ class DslSpec extends SparkSuite {
     df => KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 milliseconds")).count().df,
     Seq(("k", "1", 1L), ("k", "2", 2L), ("k", "3", 5L), ("k", "4", 8L), ("k", "5", 8L)))
 
+  modes("session count: gap 10 ms, grace 20 ms; 21 bridges [0,12] and [30,30]",
+    Seq(0L, 5L, 30L, 12L, 21L).map(t => ms("k", t)),
+    df => KStream(df).groupByKey.windowedBy(SessionWindows.ofInactivityGapAndGrace("10 ms", "20 ms"))
+      .count().df,
+    Seq(("k", null, 5L), ("k", null, 12L), ("k", null, 30L), ("k", null, 30L), // tombstones
+      ("k", "1", 0L), ("k", "1", 30L), ("k", "2", 5L), ("k", "3", 12L), ("k", "5", 30L)))
+
   private val joinEvents =
     (0 until 4).map(i => ms(i.toString, 1000 + i, value = s"B$i")) ++
       Seq(("h", 900L), ("i", 901L), ("b", 1100L)).flatMap { case (p, t) =>
