@@ -45,4 +45,9 @@ object PythonAPI {
       else SessionWindows.ofInactivityGapAndGrace(gap, grace)
     ks.groupByKey.windowedBy(windows).distinct().df
   }
+
+  /** The input of a Python processor (`KStream.process` in Python): rows grouped by input
+    * partition in arrival order, with the helper columns of [[ArrivalOrder.arranged]]; checks the
+    * columns and the session like the Scala `process`. */
+  def processorInput(ks: KStream): DataFrame = processor.ProcessorPlan.pythonInput(ks.df, ks.columns)
 }
