@@ -8,12 +8,26 @@ from kstreams_spark._jvm import jar_path
 from kstreams_spark.errors import KStreamsError
 from kstreams_spark.kstream import KGroupedStream, KStream, SessionWindows, TimeWindows, WindowedKStream
 from kstreams_spark.metrics import operator_metrics
+from kstreams_spark.processor import (
+    KeyValueStore,
+    Processor,
+    ProcessorContext,
+    PunctuationType,
+    Record,
+    Stores,
+)
 from kstreams_spark.session import configure_spark
 
 __all__ = [
     "KGroupedStream",
     "KStream",
     "KStreamsError",
+    "KeyValueStore",
+    "Processor",
+    "ProcessorContext",
+    "PunctuationType",
+    "Record",
+    "Stores",
     "SessionWindows",
     "TimeWindows",
     "WindowedKStream",
