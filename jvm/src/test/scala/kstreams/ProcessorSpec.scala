@@ -1,10 +1,12 @@
 package kstreams
 
+import java.nio.file.Files
 import java.sql.Timestamp
 import java.time.Duration
 
 import kstreams.processor._
 import org.apache.spark.sql.{DataFrame, Encoders}
+import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
 
 /** A record with a numeric value, for processors that sum. */
 final case class Num(key: String, value: Long, timestamp: Timestamp, partition: Int, offset: Long)
@@ -76,6 +78,18 @@ object ProcessorSpec {
     }
   }
 
+  /** Forwards ("record", offset) per record and ("tick", processing time) per wall-clock
+    * punctuation every 3 s. */
+  final class WallTicker extends Processor[String, Long] {
+    private var ctx: ProcessorContext[String, Long] = _
+    override def init(context: ProcessorContext[String, Long]): Unit = {
+      ctx = context
+      context.schedule(Duration.ofSeconds(3), PunctuationType.WallClockTime)
+    }
+    override def process(record: Record[String, Long]): Unit = ctx.forward("record", record.offset)
+    override def punctuate(timestamp: Long): Unit = ctx.forward("tick", timestamp)
+  }
+
   val dedupStore: StoreSpec = Stores.keyValue("seen", Encoders.STRING,
     Encoders.tuple(Encoders.scalaLong, Encoders.scalaLong))
 }
@@ -118,6 +132,26 @@ class ProcessorSpec extends SparkSuite {
     val p20 = out.where("key = 'p20'").collect()
     assert(p20.map(_.getAs[Timestamp]("timestamp").getTime - Base).toSeq == Seq(5000, 25000, 47000))
     assert(p20.forall(_.isNullAt(p20.head.fieldIndex("offset"))))
+  }
+
+  test("wall-clock punctuation fires on processing time (a manual trigger clock)") {
+    import org.apache.spark.sql.kstreams.{ManualClockQuery, WaitingClock}
+    val input = MemoryStream[Num](Encoders.product[Num], spark)
+    val clock = new WaitingClock(0L)
+    val out = KStream(input.toDF()).process(() => new WallTicker, wallClock = true).df
+    input.addData(num("a", 1, 1, 0, 0))
+    val (query, sink) = ManualClockQuery.start(out,
+      Files.createTempDirectory("kstreams-wall").toString, clock, triggerMs = 1000)
+    try {
+      // batch at 0 reads the record and registers the schedule: first tick due at 0 + 3 s
+      ManualClockQuery.advanceTo(query, clock, 0, 1000)
+      ManualClockQuery.advanceTo(query, clock, 3000, 1000)
+      input.addData(num("a", 2, 2, 0, 1))
+      ManualClockQuery.advanceTo(query, clock, 7500, 1000) // the tick due at 6000 fires late
+      ManualClockQuery.advanceTo(query, clock, 9000, 1000) // next one due 6000 + 3 s
+    } finally query.stop()
+    assert(sink.allData.map(r => (r.getAs[String]("key"), r.getAs[Long]("value"))) == Seq(
+      "record" -> 0L, "tick" -> 3000L, "record" -> 1L, "tick" -> 7500L, "tick" -> 9000L))
   }
 
   // Seed 004's example: sums per key, forwarded on each 10 s of stream time, per partition.
