@@ -17,6 +17,7 @@ from kstreams_spark.processor import (
     Stores,
 )
 from kstreams_spark.session import configure_spark
+from kstreams_spark.topology import Topology
 
 __all__ = [
     "KGroupedStream",
@@ -30,6 +31,7 @@ __all__ = [
     "Stores",
     "SessionWindows",
     "TimeWindows",
+    "Topology",
     "WindowedKStream",
     "configure_spark",
     "jar_path",

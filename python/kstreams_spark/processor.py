@@ -175,13 +175,15 @@ class ProcessorContext:
     """What a :class:`Processor` can see and do: ``forward``, ``schedule``, the current record's
     ``topic``/``partition``/``offset``/``timestamp``, ``stream_time``, ``get_state_store``."""
 
-    def __init__(self, task: "_Task") -> None:
-        self._task = task
+    def __init__(self, node: "_LiveNode") -> None:
+        self._node = node
 
     def forward(self, key: Any, value: Any, timestamp: Optional[int] = None) -> None:
-        """Emits a record; ``timestamp`` (epoch ms) defaults to the current record's (in a
-        punctuation: the punctuation time)."""
-        self._task.emit(key, value, None if timestamp is None else int(timestamp) * 1000)
+        """Emits a record to the children (or the output); ``timestamp`` (epoch ms) defaults to
+        the current record's (in a punctuation: the punctuation time)."""
+        task = self._node.task
+        task.forward(self._node, key, value,
+                     task.timestamp_micros if timestamp is None else int(timestamp) * 1000)
 
     def schedule(
         self,
@@ -190,75 +192,102 @@ class ProcessorContext:
         punctuator: Optional[Callable[[int], None]] = None,
     ) -> None:
         """Calls ``punctuate`` (or ``punctuator``) every ``interval`` (a timedelta, or ms as int) of
-        stream or wall-clock time. Call it from ``init``: schedules are numbered in
-        registration order and their next time is checkpointed under that number."""
-        self._task.schedule(interval, punctuation_type, punctuator)
+        stream or wall-clock time. Call it from ``init``: schedules are numbered in registration
+        order and their next time is checkpointed under that number."""
+        self._node.task.schedule(self._node, interval, punctuation_type, punctuator)
 
     def get_state_store(self, name: str) -> KeyValueStore:
-        """The store ``name`` declared in ``process(..., stores=[Stores.key_value(name)])``."""
-        return self._task.store(name)
+        """The store ``name`` declared for this processor (``stores=[Stores.key_value(name)]``)."""
+        return self._node.task.store(self._node, name)
 
     @property
     def processor_name(self) -> str:
-        return self._task.runner.name
+        return self._node.spec.name
 
     @property
     def topic(self) -> Optional[str]:
-        return self._task.topic
+        return self._node.task.topic
 
     @property
     def partition(self) -> int:
-        return self._task.partition
+        return self._node.task.partition
 
     @property
     def offset(self) -> int:
         """Offset of the current record; -1 in a punctuation."""
-        return -1 if self._task.offset is None else self._task.offset
+        return -1 if self._node.task.offset is None else self._node.task.offset
 
     @property
     def timestamp(self) -> int:
         """Timestamp (ms) of the current record, or of the punctuation being run."""
-        return self._task.timestamp_micros // 1000
+        return self._node.task.timestamp_micros // 1000
 
     @property
     def stream_time(self) -> int:
         """Largest record timestamp (ms) of the partition so far; -1 before any record."""
-        st = self._task.stream_time_micros
+        st = self._node.task.stream_time_micros
         return -1 if st is None else st // 1000
 
 
 @dataclass
+class _NodeSpec:
+    """A processor of the DAG run in one task: where its forwards go (child node indices, and
+    sink names; ``None`` is the single output of ``KStream.process``)."""
+
+    name: str
+    supplier: Callable[[], Processor]
+    stores: List[str]
+    children: List[int]
+    sinks: List[Optional[str]]
+
+
+@dataclass
 class _Schedule:
+    node: int
     number: int
     interval_ms: int
     kind: PunctuationType
     punctuator: Callable[[int], None]
 
 
+class _LiveNode:
+    """A node's processor instance and context inside one task."""
+
+    def __init__(self, task: "_Task", index: int, spec: _NodeSpec) -> None:
+        self.task, self.index, self.spec = task, index, spec
+        self.schedules: List[_Schedule] = []
+        self.initializing = True
+        self.context = ProcessorContext(self)
+        self.processor = task.guard(spec.name, "creating the processor", spec.supplier)
+        if not isinstance(self.processor, Processor) and not hasattr(self.processor, "process"):
+            raise KStreamsError(f"the supplier of processor '{spec.name}' returned "
+                                f"{self.processor!r}, not a Processor")
+
+    def init(self) -> None:
+        self.task.guard(self.spec.name, "init", lambda: self.processor.init(self.context))
+        self.initializing = False
+
+
 class _Task:
-    """One input partition's processor instance and context, for one micro-batch."""
+    """One input partition (a Kafka Streams task) for one micro-batch: the processors of the DAG,
+    stream time, and routing of forwarded records (synchronously, depth first, as in Kafka)."""
 
     def __init__(self, runner: "_Runner", partition: int, processing_time_ms: int) -> None:
         self.runner = runner
         self.partition = partition
         self.processing_time_ms = processing_time_ms
         self.out: List[Row] = []
-        self.schedules: List[_Schedule] = []
         self.stores: Dict[str, KeyValueStore] = {}
         saved = runner.stream_time.get() if runner.stream_time.exists() else None
         self.stream_time_micros: Optional[int] = None if saved is None else saved[0]
         self.topic: Optional[str] = None
         self.offset: Optional[int] = None
         self.timestamp_micros = 0
-        self.initializing = True
-        self.context = ProcessorContext(self)
-        self.processor = self.guard("creating the processor", runner.supplier)
-        if self.processor is None:
-            raise KStreamsError(f"the supplier of processor '{runner.name}' returned None")
-        self.guard("init", lambda: self.processor.init(self.context))
-        self.initializing = False
+        self.nodes = [_LiveNode(self, i, spec) for i, spec in enumerate(runner.nodes)]
+        for node in self.nodes:  # in topology order, as Kafka initializes a task's processors
+            node.init()
 
-    def guard(self, where: str, body: Callable[[], Any]) -> Any:
+    def guard(self, name: str, where: str, body: Callable[[], Any]) -> Any:
         """Runs user code; a failure is re-raised naming the processor and where it happened."""
         try:
             return body()
@@ -266,12 +295,11 @@ class _Task:
             raise
         except Exception as e:
             raise KStreamsError(
-                f"processor '{self.runner.name}' failed {where}: {type(e).__name__}: {e}"
-            ) from e
+                f"processor '{name}' failed {where}: {type(e).__name__}: {e}") from e
 
     def process(self, row: Row) -> None:
         where = f"partition {self.partition}, offset " + (
-            "n/a (no offset column)" if not self.runner.has_offset else str(row[ORDER]))
+            str(row[ORDER]) if self.runner.has_offset else "n/a (no offset column)")
         ts = row[TIMESTAMP_MICROS]
         if ts is None:
             raise KStreamsError(
@@ -279,42 +307,65 @@ class _Task:
                 "producer, or pass on_null_timestamp='skip' to skip and count such records")
         if self.stream_time_micros is None or ts > self.stream_time_micros:
             self.stream_time_micros = ts
-        self.topic = row[self.runner.topic_name] if self.runner.topic_name else None
+        self.topic = row[TOPIC]
         self.offset = row[ORDER] if self.runner.has_offset else None
         self.timestamp_micros = ts
-        record = Record(row[self.runner.key_name], row[self.runner.value_name], ts // 1000,
-                        self.topic, self.partition, -1 if self.offset is None else self.offset)
-        self.guard(f"processing the record at {where}", lambda: self.processor.process(record))
+        for child in self.runner.source_children[row[SOURCE]]:
+            self.deliver(child, row[KEY], row[VALUE], ts, where)
         self.fire_due(PunctuationType.STREAM_TIME, self.stream_time_micros // 1000,
                       "a stream-time punctuation")
+
+    def deliver(self, index: int, key: Any, value: Any, ts_micros: int, where: str) -> None:
+        node = self.nodes[index]
+        record = Record(key, value, ts_micros // 1000, self.topic, self.partition,
+                        -1 if self.offset is None else self.offset)
+        saved = self.timestamp_micros
+        self.timestamp_micros = ts_micros
+        self.guard(node.spec.name, f"processing the record at {where}",
+                   lambda: node.processor.process(record))
+        self.timestamp_micros = saved
+
+    def forward(self, node: _LiveNode, key: Any, value: Any, ts_micros: int) -> None:
+        where = (f"partition {self.partition}, offset {self.offset}" if self.offset is not None
+                 else f"partition {self.partition} (forwarded by '{node.spec.name}' in a "
+                      "punctuation)")
+        for sink in node.spec.sinks:
+            self.out.append(self.runner.output_row(sink, key, value, ts_micros, self.partition,
+                                                   self.offset))
+        for child in node.spec.children:
+            self.deliver(child, key, value, ts_micros, where)
 
     def fire_due(self, kind: PunctuationType, now: int, what: str) -> None:
         """Kafka's PunctuationQueue: each due schedule fires once with ``now``, earliest first,
         then moves to its first boundary after ``now``."""
         nexts = self.runner.next_punctuation
-        due = sorted(
-            ((nexts.getValue((s.number,))[0], s.number, s) for s in self.schedules
-             if s.kind == kind and nexts.getValue((s.number,))[0] <= now),
-            key=lambda d: (d[0], d[1]),
-        )
-        for at, number, s in due:
+        due = []
+        for node in self.nodes:
+            for s in node.schedules:
+                at = nexts.getValue((s.node, s.number))[0]
+                if s.kind == kind and at <= now:
+                    due.append((at, s.node, s.number, s))
+        for at, _, _, s in sorted(due, key=lambda d: d[:3]):
             self.topic, self.offset, self.timestamp_micros = None, None, now * 1000
-            self.guard(f"in {what} at {now} ms (partition {self.partition})",
+            name = self.nodes[s.node].spec.name
+            self.guard(name, f"in {what} at {now} ms (partition {self.partition})",
                        lambda: s.punctuator(now))
             following = at + s.interval_ms
             if now >= following:
                 following = at + ((now - at) // s.interval_ms + 1) * s.interval_ms
-            nexts.updateValue((number,), (following,))
+            nexts.updateValue((s.node, s.number), (following,))
 
     def punctuate_wall_clock(self, now_ms: int) -> None:
         self.fire_due(PunctuationType.WALL_CLOCK_TIME, now_ms, "a wall-clock punctuation")
         self.arm_wall_clock_timer()
 
     def arm_wall_clock_timer(self) -> None:
-        wall = [s for s in self.schedules if s.kind == PunctuationType.WALL_CLOCK_TIME]
+        nexts = self.runner.next_punctuation
+        wall = [nexts.getValue((s.node, s.number))[0] for node in self.nodes
+                for s in node.schedules if s.kind == PunctuationType.WALL_CLOCK_TIME]
         if not wall:
             return
-        at = min(self.runner.next_punctuation.getValue((s.number,))[0] for s in wall)
+        at = min(wall)
         timer = self.runner.wall_clock_timer
         armed = timer.get()[0] if timer.exists() else None
         if armed != at:
@@ -323,18 +374,13 @@ class _Task:
             self.runner.handle.registerTimer(at)
             timer.update((at,))
 
-    def emit(self, key: Any, value: Any, ts_micros: Optional[int]) -> None:
-        self.out.append(self.runner.output_row(
-            key, value, self.timestamp_micros if ts_micros is None else ts_micros,
-            self.partition, self.offset))
-
     def drain(self) -> List[Row]:
         rows, self.out = self.out, []
         return rows
 
-    def schedule(self, interval: Any, kind: PunctuationType, punctuator) -> None:
-        name = self.runner.name
-        if not self.initializing:
+    def schedule(self, node: _LiveNode, interval: Any, kind: PunctuationType, punctuator) -> None:
+        name = node.spec.name
+        if not node.initializing:
             raise KStreamsError(f"processor '{name}' called schedule outside init; "
                                 "register schedules in init")
         if not isinstance(kind, PunctuationType):
@@ -344,29 +390,31 @@ class _Task:
         if ms <= 0:
             raise KStreamsError(
                 f"processor '{name}': punctuation interval must be at least 1 ms, got {interval!r}")
-        number = len(self.schedules)
-        nexts = self.runner.next_punctuation
         if kind == PunctuationType.WALL_CLOCK_TIME and self.processing_time_ms < 0:
             raise KStreamsError(
                 f"processor '{name}' scheduled a wall-clock punctuation, which needs "
-                "process(..., wall_clock=True)")
-        if not nexts.containsKey((number,)):
+                "process(..., wall_clock=True) (Topology: start(..., wall_clock=True))")
+        key = (node.index, len(node.schedules))
+        nexts = self.runner.next_punctuation
+        if not nexts.containsKey(key):
+            # Kafka aligns stream-time schedules to 0 (the first record punctuates) and wall-clock
+            # schedules to the time they are first registered.
             first = 0 if kind == PunctuationType.STREAM_TIME else self.processing_time_ms + ms
-            nexts.updateValue((number,), (first,))
-        self.schedules.append(_Schedule(number, ms, kind, punctuator or self.processor.punctuate))
+            nexts.updateValue(key, (first,))
+        node.schedules.append(_Schedule(node.index, key[1], ms, kind,
+                                        punctuator or node.processor.punctuate))
         if kind == PunctuationType.WALL_CLOCK_TIME:
             self.arm_wall_clock_timer()
 
-    def store(self, name: str) -> KeyValueStore:
+    def store(self, node: _LiveNode, name: str) -> KeyValueStore:
+        if name not in node.spec.stores:
+            declared = ", ".join(node.spec.stores) or "none"
+            raise KStreamsError(
+                f"processor '{node.spec.name}' asked for store '{name}', which was not declared; "
+                f"declare it in process(..., stores=[Stores.key_value('{name}')]); "
+                f"declared: {declared}")
         if name not in self.stores:
-            state = self.runner.store_states.get(name)
-            if state is None:
-                declared = ", ".join(sorted(self.runner.store_states)) or "none"
-                raise KStreamsError(
-                    f"processor '{self.runner.name}' asked for store '{name}', which was not "
-                    f"declared; declare it in process(..., stores=[Stores.key_value('{name}')]); "
-                    f"declared: {declared}")
-            self.stores[name] = KeyValueStore(name, state)
+            self.stores[name] = KeyValueStore(name, self.runner.store_states[name])
         return self.stores[name]
 
     def save_stream_time(self) -> None:
@@ -374,7 +422,8 @@ class _Task:
             self.runner.stream_time.update((self.stream_time_micros,))
 
     def close(self) -> None:
-        self.guard("close", self.processor.close)
+        for node in self.nodes:
+            self.guard(node.spec.name, "close", node.processor.close)
 
 
 def _interval_ms(interval: Any) -> int:
@@ -391,19 +440,23 @@ def _interval_ms(interval: Any) -> int:
         f"got {type(interval).__name__} {interval!r}")
 
 
-class _Runner(StatefulProcessor):
-    """The Spark ``StatefulProcessor`` that runs user processors, one per input partition."""
+# Columns of the normalized input the runner reads (see _normalized_input).
+KEY, VALUE, TOPIC, SOURCE = "__kstreams_key", "__kstreams_value", "__kstreams_topic", "__kstreams_source"
+SINK = "__kstreams_sink"
 
-    def __init__(self, name: str, supplier: Callable[[], Processor], stores: Iterable[StoreSpec],
-                 columns: Dict[str, Optional[str]], output_names: Tuple[str, ...]) -> None:
-        self.name = name
-        self.supplier = supplier
-        self.store_names = [s.name for s in stores]
-        self.key_name = columns["key"]
-        self.value_name = columns["value"]
-        self.timestamp_name = columns["timestamp"]
-        self.topic_name = columns.get("topic")
-        self.has_offset = columns.get("offset") is not None
+
+class _Runner(StatefulProcessor):
+    """The Spark ``StatefulProcessor`` that runs a DAG of user processors in each task (group =
+    input partition). State: stream time, next punctuation per (node, schedule), the wall-clock
+    timer, and one map per declared store (keys and values pickled)."""
+
+    def __init__(self, nodes: List[_NodeSpec], source_children: Dict[str, List[int]],
+                 timestamp_name: str, has_offset: bool, output_names: Tuple[str, ...]) -> None:
+        self.nodes = nodes
+        self.source_children = source_children
+        self.store_names = sorted({s for n in nodes for s in n.stores})
+        self.timestamp_name = timestamp_name
+        self.has_offset = has_offset
         self.output_names = output_names
 
     def init(self, handle: StatefulProcessorHandle) -> None:
@@ -412,7 +465,9 @@ class _Runner(StatefulProcessor):
         self.stream_time = handle.getValueState("streamTime", long_schema)
         self.wall_clock_timer = handle.getValueState("wallClockTimer", long_schema)
         self.next_punctuation = handle.getMapState(
-            "punctuations", StructType([StructField("n", IntegerType())]), long_schema)
+            "punctuations",
+            StructType([StructField("node", IntegerType()), StructField("n", IntegerType())]),
+            long_schema)
         binary = StructType([StructField("b", BinaryType())])
         self.store_states = {n: handle.getMapState("store_" + n, binary, binary)
                              for n in self.store_names}
@@ -426,12 +481,9 @@ class _Runner(StatefulProcessor):
         return self.tasks[partition]
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
-        # Rows arrive sorted by the JVM already; sorting again keeps the guarantee local.
-        ordered = sorted(rows, key=lambda r: (r[PARTITION], r[ORDER] if r[ORDER] is not None
-                                              else -(2 ** 63)))
         task = self._task(key, timerValues.getCurrentProcessingTimeInMs())
         out: List[Row] = []
-        for row in ordered:
+        for row in _arrival_order(rows):
             task.process(row)
             out.extend(task.drain())
         task.save_stream_time()
@@ -449,6 +501,24 @@ class _Runner(StatefulProcessor):
         self.tasks = {}
 
 
+def _arrival_order(rows: Iterable[Row]) -> Iterator[Row]:
+    """A task's rows in arrival order: each source in offset order (the JVM sorted them already;
+    sorting again keeps the guarantee local); several sources merged by the timestamp of their
+    next record, as a Kafka Streams task picks the partition whose head record is oldest."""
+    import heapq
+
+    by_source: Dict[str, List[Row]] = {}
+    for row in rows:
+        by_source.setdefault(row[SOURCE], []).append(row)
+    low = -(2 ** 63)
+    queues = [sorted(rs, key=lambda r: r[ORDER] if r[ORDER] is not None else low)
+              for _, rs in sorted(by_source.items())]
+    if len(queues) == 1:
+        return iter(queues[0])
+    return heapq.merge(*queues, key=lambda r: r[TIMESTAMP_MICROS]
+                       if r[TIMESTAMP_MICROS] is not None else low)
+
+
 def _supplier_of(supplier: Any) -> Callable[[], Processor]:
     """A processor class or a zero-argument callable returning a new processor."""
     if isinstance(supplier, Processor):
@@ -462,57 +532,94 @@ def _supplier_of(supplier: Any) -> Callable[[], Processor]:
     return supplier
 
 
-def process(stream, supplier: Any, stores: Iterable[StoreSpec] = (), name: Optional[str] = None,
-            wall_clock: bool = False, key_type=None, value_type=None):
-    """Implementation of :meth:`kstreams_spark.KStream.process` (which documents it)."""
-    from pyspark.sql import DataFrame
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import TimestampType  # noqa: F401
-
-    from kstreams_spark._jvm import jvm_errors
-
-    supplier = _supplier_of(supplier)
+def _check_stores(stores: Iterable[StoreSpec]) -> List[str]:
     stores = list(stores)
     for s in stores:
         if not isinstance(s, StoreSpec):
             raise KStreamsError(f"stores must be Stores.key_value(...) specs, got {s!r}")
-    seen = [s.name for s in stores]
-    twice = sorted({n for n in seen if seen.count(n) > 1})
+    names = [s.name for s in stores]
+    twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise KStreamsError(f"store names must be unique; declared more than once: "
                             f"{', '.join(twice)}")
+    return names
+
+
+def _normalized_input(stream, source: str):
+    """The stream's rows as the runner reads them, grouped by input partition in arrival order
+    (prepared by the JVM, ``kstreams.PythonAPI.processorInput``), with the source's name."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    from kstreams_spark._jvm import jvm_errors
+
+    names = stream._names
+    with jvm_errors():
+        jprepared = stream._api.processorInput(stream._jks)
+    prepared = DataFrame(jprepared, stream.df.sparkSession)
+    fields = {f.name: f for f in prepared.schema.fields}
+    topic = (F.col("topic") if "topic" in fields and fields["topic"].dataType.simpleString()
+             == "string" else F.lit(None).cast("string"))
+    offset = names["offset"]
+    return prepared.select(
+        F.col(f"`{names['key']}`").alias(KEY), F.col(f"`{names['value']}`").alias(VALUE),
+        topic.alias(TOPIC), F.lit(source).alias(SOURCE), GROUP, PARTITION, ORDER,
+        TIMESTAMP_MICROS), offset is not None and offset in fields
+
+
+def _run(inputs, nodes, source_children, timestamp_name, has_offset, key_type, value_type,
+         output_names, wall_clock):
+    """Plans the runner over the union of ``inputs`` (normalized DataFrames)."""
+    df = inputs[0]
+    for other in inputs[1:]:
+        try:
+            df = df.unionByName(other)
+        except Exception as e:
+            raise KStreamsError(f"sources must have the same key and value types: {e}") from None
+    output = StructType([
+        StructField(SINK, _string(), True),
+        StructField(output_names[0], key_type, True),
+        StructField(output_names[1], value_type, True),
+        StructField(FORWARD_TS, LongType(), False),
+        StructField(output_names[2], IntegerType(), False),
+        StructField(output_names[3], LongType(), True),
+    ])
+    runner = _Runner(nodes, source_children, timestamp_name, has_offset,
+                     (SINK, output_names[0], output_names[1], FORWARD_TS, output_names[2],
+                      output_names[3]))
+    return df.groupBy(GROUP).transformWithState(
+        runner, output, "Append", "ProcessingTime" if wall_clock else "None")
+
+
+def _string():
+    from pyspark.sql.types import StringType
+
+    return StringType()
+
+
+def process(stream, supplier: Any, stores: Iterable[StoreSpec] = (), name: Optional[str] = None,
+            wall_clock: bool = False, key_type=None, value_type=None):
+    """Implementation of :meth:`kstreams_spark.KStream.process` (which documents it)."""
+    from pyspark.sql import functions as F
+
+    supplier = _supplier_of(supplier)
+    store_names = _check_stores(stores)
     df = stream.df
     if wall_clock and not df.isStreaming:
         raise KStreamsError("wall-clock punctuation runs on Spark's processing-time timers, which "
                             "need a streaming DataFrame; drop wall_clock=True for a batch DataFrame")
     names = stream._names
-    with jvm_errors():
-        jprepared = stream._api.processorInput(stream._jks)
-    prepared = DataFrame(jprepared, df.sparkSession)
-    schema = prepared.schema
-    fields = {f.name: f for f in schema.fields}
+    normalized, has_offset = _normalized_input(stream, "input")
+    fields = {f.name: f for f in normalized.schema.fields}
     if name is None:
         name = getattr(supplier, "__name__", None) or type(supplier).__name__
-    topic = "topic" if "topic" in fields and fields["topic"].dataType.simpleString() == "string" \
-        else None
     partition_name = names["partition"] or "partition"
     offset_name = names["offset"] or "offset"
-    key_field, value_field = fields[names["key"]], fields[names["value"]]
-    output = StructType([
-        StructField(key_field.name, key_type or key_field.dataType, True),
-        StructField(value_field.name, value_type or value_field.dataType, True),
-        StructField(FORWARD_TS, LongType(), False),
-        StructField(partition_name, IntegerType(), False),
-        StructField(offset_name, LongType(), True),
-    ])
-    runner = _Runner(
-        name, supplier, stores,
-        dict(key=names["key"], value=names["value"], timestamp=names["timestamp"], topic=topic,
-             offset=names["offset"] if names["offset"] in fields else None),
-        tuple(f.name for f in output.fields))
-    processed = prepared.groupBy(GROUP).transformWithState(
-        runner, output, "Append", "ProcessingTime" if wall_clock else "None")
+    node = _NodeSpec(name, supplier, store_names, children=[], sinks=[None])
+    processed = _run([normalized], [node], {"input": [0]}, names["timestamp"], has_offset,
+                     key_type or fields[KEY].dataType, value_type or fields[VALUE].dataType,
+                     (names["key"], names["value"], partition_name, offset_name), wall_clock)
     return processed.select(
-        F.col(f"`{key_field.name}`"), F.col(f"`{value_field.name}`"),
+        F.col(f"`{names['key']}`"), F.col(f"`{names['value']}`"),
         F.timestamp_micros(F.col(FORWARD_TS)).alias(names["timestamp"]),
         F.col(f"`{partition_name}`"), F.col(f"`{offset_name}`"))
