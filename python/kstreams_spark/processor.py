@@ -228,6 +228,15 @@ class ProcessorContext:
         st = self._node.task.stream_time_micros
         return -1 if st is None else st // 1000
 
+    @property
+    def current_system_time_ms(self) -> int:
+        """Processing time (ms) of the current micro-batch (the time wall-clock punctuation goes
+        by); the machine's clock when the query has no processing-time mode."""
+        import time
+
+        t = self._node.task.processing_time_ms
+        return t if t >= 0 else int(time.time() * 1000)
+
 
 @dataclass
 class _NodeSpec:

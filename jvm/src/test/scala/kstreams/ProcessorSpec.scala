@@ -220,13 +220,17 @@ class ProcessorSpec extends SparkSuite {
     ("null keys, two partitions", 10000, Seq(at(null, 1), at(null, 1), at("a", 2, partition = 1),
       at("a", 3, partition = 1), at("a", 4))))
 
-  for ((name, intervalMs, events) <- dedupExamples) {
+  // Every example in one micro-batch; the out-of-order ones also one record per micro-batch with
+  // a restart half-way (the built-in operator's own spec runs all modes for all of them).
+  private val withRestart = Set(1, 3, 5, 10)
+  for (((name, intervalMs, events), i) <- dedupExamples.zipWithIndex) {
     test(s"deduplicateByKey as a user processor agrees with the built-in: $name") {
       val builtIn = stream(Seq(events), df => KStream(df).deduplicateByKey(s"$intervalMs ms").df)
       val user = (df: DataFrame) => KStream(df).process(() => new DedupByKey(intervalMs),
         stores = Seq(dedupStore), name = "dedup").df
       assert(stream(Seq(events), user) == builtIn)
-      assert(stream(events.map(Seq(_)), user, restartBefore = Set(events.size / 2)) == builtIn)
+      if (withRestart(i))
+        assert(stream(events.map(Seq(_)), user, restartBefore = Set(events.size / 2)) == builtIn)
     }
   }
 

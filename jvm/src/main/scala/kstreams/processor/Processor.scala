@@ -124,6 +124,10 @@ trait ProcessorContext[K, V] {
   /** The partition's stream time (ms): largest record timestamp so far; -1 before any record. */
   def streamTime: Long
 
+  /** Processing time (ms) of the current micro-batch, which wall-clock punctuation goes by; the
+    * machine's clock when the query runs without `wallClock = true`. */
+  def currentSystemTimeMs: Long
+
   /** The store `name` declared in `KStream.process(..., stores = Seq(Stores.keyValue(name)))`. */
   def getStateStore[SK, SV](name: String): KeyValueStore[SK, SV]
 }

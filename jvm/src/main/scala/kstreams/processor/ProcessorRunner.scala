@@ -292,6 +292,9 @@ private[kstreams] final class ProcessorRunner(
     override def streamTime: Long =
       if (streamTimeMicros == Long.MinValue) -1L else Math.floorDiv(streamTimeMicros, 1000L)
 
+    override def currentSystemTimeMs: Long =
+      if (startProcessingTimeMs >= 0) startProcessingTimeMs else System.currentTimeMillis()
+
     override def getStateStore[SK, SV](storeName: String): KeyValueStore[SK, SV] =
       storeViews.getOrElseUpdate(storeName, maps.get(storeName) match {
         case Some(state) => new MapStateStore(storeName, state)
