@@ -309,6 +309,9 @@ class _Task:
     def process(self, row: Row) -> None:
         where = f"partition {self.partition}, offset " + (
             str(row[ORDER]) if self.runner.has_offset else "n/a (no offset column)")
+        if row[PARTITION] is None:
+            raise KStreamsError(f"null partition in column '{self.runner.partition_name}' at "
+                                f"offset {row[ORDER]}")
         ts = row[TIMESTAMP_MICROS]
         if ts is None:
             raise KStreamsError(
@@ -460,8 +463,10 @@ class _Runner(StatefulProcessor):
     timer, and one map per declared store (keys and values pickled)."""
 
     def __init__(self, nodes: List[_NodeSpec], source_children: Dict[str, List[int]],
-                 timestamp_name: str, has_offset: bool, output_names: Tuple[str, ...]) -> None:
+                 timestamp_name: str, has_offset: bool, output_names: Tuple[str, ...],
+                 partition_name: str = "partition") -> None:
         self.nodes = nodes
+        self.partition_name = partition_name
         self.source_children = source_children
         self.store_names = sorted({s for n in nodes for s in n.stores})
         self.timestamp_name = timestamp_name
@@ -595,7 +600,7 @@ def _run(inputs, nodes, source_children, timestamp_name, has_offset, key_type, v
     ])
     runner = _Runner(nodes, source_children, timestamp_name, has_offset,
                      (SINK, output_names[0], output_names[1], FORWARD_TS, output_names[2],
-                      output_names[3]))
+                      output_names[3]), output_names[2])
     return df.groupBy(GROUP).transformWithState(
         runner, output, "Append", "ProcessingTime" if wall_clock else "None")
 
