@@ -4,8 +4,10 @@ import java.nio.file.Files
 import java.sql.Timestamp
 import java.time.Duration
 
+import scala.collection.mutable
+
 import kstreams.processor._
-import org.apache.spark.sql.{DataFrame, Encoders}
+import org.apache.spark.sql.{DataFrame, Encoders, Row}
 import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
 
 /** A record with a numeric value, for processors that sum. */
@@ -88,6 +90,13 @@ object ProcessorSpec {
     }
     override def process(record: Record[String, Long]): Unit = ctx.forward("record", record.offset)
     override def punctuate(timestamp: Long): Unit = ctx.forward("tick", timestamp)
+  }
+
+  /** Forwards each record with its value times 100 (a second processor in a topology). */
+  final class Scale extends Processor[String, Long] {
+    private var ctx: ProcessorContext[String, Long] = _
+    override def init(context: ProcessorContext[String, Long]): Unit = ctx = context
+    override def process(r: Record[String, Long]): Unit = ctx.forward(r.key, r.value * 100)
   }
 
   val dedupStore: StoreSpec = Stores.keyValue("seen", Encoders.STRING,
@@ -176,6 +185,45 @@ class ProcessorSpec extends SparkSuite {
 
   test("word-count-style sums: the store survives a restart") {
     assert(byPartition(runNums(words.map(Seq(_)), sum, restartBefore = Set(3, 5))) == sumsExpected)
+  }
+
+  test("a topology chains processors in one task and splits the output among its sinks") {
+    val input = MemoryStream[Num](Encoders.product[Num], spark)
+    val collected = mutable.Map.empty[String, mutable.ArrayBuffer[Row]]
+    def sink(name: String): (DataFrame, Long) => Unit = (batch, _) => collected.synchronized {
+      collected.getOrElseUpdate(name, mutable.ArrayBuffer.empty) ++= batch.collect() }
+    val topology = new Topology()
+      .addSource("SOURCE", input.toDF())
+      .addProcessor("SUM", () => new Sum, Seq(Stores.keyValue("sums")), "SOURCE")
+      .addProcessor("SCALE", () => new Scale, "SUM")
+      .addSink("SCALED", sink("SCALED"), "SCALE")
+      .addSink("SUMS", sink("SUMS"), "SUM")
+    assert(topology.describe() == Seq(
+      "Topologies:",
+      "   Sub-topology: 0",
+      "    Source: SOURCE (DataFrame)",
+      "      --> SUM",
+      "    Processor: SUM (stores: [sums])",
+      "      --> SCALE, SUMS",
+      "      <-- SOURCE",
+      "    Processor: SCALE (stores: [])",
+      "      --> SCALED",
+      "      <-- SUM",
+      "    Sink: SCALED (target: function)",
+      "      <-- SCALE",
+      "    Sink: SUMS (target: function)",
+      "      <-- SUM").mkString("\n"))
+    val queries = topology.start(Files.createTempDirectory("kstreams-topology").toString)
+    try {
+      Seq(words.take(3), words.drop(3)).foreach { b =>
+        input.addData(b)
+        queries.foreach(_.processAllAvailable())
+      }
+    } finally queries.foreach(_.stop())
+    def rows(name: String) = byPartition(collected(name).toSeq.map(r => (r.getAs[String]("key"),
+      r.getAs[Long]("value"), r.getAs[Timestamp]("timestamp").getTime - Base, r.getAs[Int]("partition"))))
+    assert(rows("SUMS") == sumsExpected)
+    assert(rows("SCALED") == sumsExpected.map(r => r.copy(_2 = r._2 * 100)))
   }
 
   test("a processor that throws fails the query naming the processor, partition and offset") {
