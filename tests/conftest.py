@@ -5,6 +5,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 sys.path.insert(0, os.path.dirname(__file__))
+# Python processors run in Python workers: use this interpreter (it has pandas and pyarrow).
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from kstreams_spark import configure_spark  # noqa: E402
 

@@ -17,7 +17,16 @@ from kstreams_spark.kstream import (
 )
 from kstreams_spark.ktable import KTable
 from kstreams_spark.metrics import operator_metrics
+from kstreams_spark.processor import (
+    KeyValueStore,
+    Processor,
+    ProcessorContext,
+    PunctuationType,
+    Record,
+    Stores,
+)
 from kstreams_spark.session import configure_spark
+from kstreams_spark.topology import Topology
 
 __all__ = [
     "BranchedKStream",
@@ -26,8 +35,15 @@ __all__ = [
     "KGroupedStream",
     "KStream",
     "KStreamsError",
+    "KeyValueStore",
+    "Processor",
+    "ProcessorContext",
+    "PunctuationType",
+    "Record",
+    "Stores",
     "SessionWindows",
     "TimeWindows",
+    "Topology",
     "WindowedKStream",
     "configure_spark",
     "jar_path",

@@ -301,6 +301,32 @@ class KStream:
         stream._jks = jks
         return stream
 
+    def process(
+        self,
+        supplier,
+        stores=(),
+        name: Optional[str] = None,
+        wall_clock: bool = False,
+        key_type=None,
+        value_type=None,
+    ) -> "KStream":
+        """Run a Python :class:`~kstreams_spark.processor.Processor` (KIP-28) on each input
+        partition, in arrival order, with the declared key-value stores (kept in Spark's
+        checkpointed state store). The result holds what it forwarded: key and value (the input's
+        column types, or ``key_type`` / ``value_type``), ``timestamp``, ``partition``, and
+        ``offset`` (None when forwarded from a punctuation).
+
+        ``supplier`` is the processor class or a function returning a new processor; ``name``
+        (default: the class name) appears in errors; ``wall_clock=True`` enables wall-clock
+        punctuation (Spark processing-time timers: a micro-batch every trigger interval).
+
+        >>> KStream(df).process(Sum, stores=[Stores.key_value("sums")]).df
+        """
+        from kstreams_spark import processor
+
+        result = processor.process(self, supplier, stores, name, wall_clock, key_type, value_type)
+        return KStream(result, **self._names)
+
     def _wrap(self, call) -> "KStream":
         with jvm_errors():
             jdf = call()

@@ -83,6 +83,12 @@ private[kstreams] object ArrivalOrder {
     Prepared(grouped, layout, userOutput, schema)
   }
 
+  /** The rows [[prepare]] groups, as one DataFrame (the user's columns, then [[Group]],
+    * [[Partition]], [[Order]], [[TimestampMicros]]), for code that groups them itself (Python's
+    * `transformWithState`); grouping on [[Group]] keeps the arrival order. */
+  def arranged(df: DataFrame, columns: ResolvedColumns, group: GroupScope): DataFrame =
+    arrange(df, columns, group, Nil, None, compact = false)._1
+
   val Payload = "payload"
 
   /** Like [[prepare]], for processors that never look at the user's columns: those travel as one

@@ -189,6 +189,24 @@ final class KStream(val df: DataFrame, val columns: StreamColumns) {
     col(ArrivalOrder.quote(columns.value))
   }
 
+  /** Runs a user [[processor.Processor]] (KIP-28) on each input partition, in arrival order, with
+    * the declared key-value stores; the result holds the records it forwarded: key and value
+    * (the input's key and value column types), `timestamp`, `partition`, and `offset` (null when
+    * forwarded from a punctuation). `name` (default: the processor's class name) appears in
+    * errors; `wallClock = true` enables wall-clock punctuation (Spark processing-time timers,
+    * which run a micro-batch every trigger interval).
+    *
+    * {{{
+    * KStream(df).process(() => new Sum, stores = Seq(Stores.keyValue("sums"))).df
+    * }}}
+    */
+  def process[K, V](
+      supplier: processor.ProcessorSupplier[K, V],
+      stores: Seq[processor.StoreSpec] = Nil,
+      name: String = null,
+      wallClock: Boolean = false): KStream =
+    withDf(processor.ProcessorPlan(df, columns, supplier, stores, name, wallClock))
+
   private def dedupByKey(intervalMicros: Long): KStream = {
     val key = columns.keyField(df)
     withDf(Deduplicate(df, columns, Seq("key" -> col(ArrivalOrder.quote(key.name))),

@@ -146,4 +146,9 @@ object PythonAPI {
     case "outer" => JoinKind.Outer
     case other => throw new KStreamsException(s"join kind must be inner, left or outer, got '$other'")
   }
+
+  /** The input of a Python processor (`KStream.process` in Python): rows grouped by input
+    * partition in arrival order, with the helper columns of [[ArrivalOrder.arranged]]; checks the
+    * columns and the session like the Scala `process`. */
+  def processorInput(ks: KStream): DataFrame = processor.ProcessorPlan.pythonInput(ks.df, ks.columns)
 }

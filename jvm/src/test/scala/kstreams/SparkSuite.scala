@@ -5,7 +5,7 @@ import java.sql.Timestamp
 
 import scala.collection.mutable
 
-import org.apache.spark.sql.{DataFrame, Encoders, Row, SparkSession}
+import org.apache.spark.sql.{DataFrame, Encoder, Encoders, Row, SparkSession}
 import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
 import org.apache.spark.sql.streaming.StreamingQuery
 import org.scalatest.BeforeAndAfterAll
@@ -64,9 +64,22 @@ trait SparkSuite extends AnyFunSuite with BeforeAndAfterAll {
       restartBefore: Set[Int] = Set.empty): Seq[Row] = {
     val numbered = Event.numbered(batches.flatten).iterator
     val numberedBatches = batches.map(b => b.map(_ => numbered.next()))
-    val input = MemoryStream[Event](Encoders.product[Event], spark)
+    streamRows(numberedBatches, Encoders.product[Event], op, restartBefore)
+      .sortBy(r => (r.getAs[Int]("partition"), r.getAs[Long]("offset")))
+      .map(_.getAs[String]("value"))
+  }
+
+  /** Runs `op` over a MemoryStream of `T`, one micro-batch per element of `batches`, restarting
+    * from the checkpoint before the batches whose index is in `restartBefore`; returns the output
+    * rows in micro-batch order. */
+  def streamRows[T](
+      batches: Seq[Seq[T]],
+      encoder: Encoder[T],
+      op: DataFrame => DataFrame,
+      restartBefore: Set[Int] = Set.empty): Seq[Row] = {
+    val input = MemoryStream[T](encoder, spark)
     val checkpoint = Files.createTempDirectory("kstreams-checkpoint").toString
-    val output = mutable.Map.empty[Long, Seq[Row]]
+    val output = mutable.TreeMap.empty[Long, Seq[Row]]
     def start(): StreamingQuery = op(input.toDF()).writeStream
       .option("checkpointLocation", checkpoint)
       .foreachBatch { (df: DataFrame, batchId: Long) =>
@@ -77,7 +90,7 @@ trait SparkSuite extends AnyFunSuite with BeforeAndAfterAll {
       .start()
     var query = start()
     try {
-      numberedBatches.zipWithIndex.foreach { case (events, i) =>
+      batches.zipWithIndex.foreach { case (events, i) =>
         if (restartBefore.contains(i)) { query.stop(); query = start() }
         input.addData(events)
         query.processAllAvailable()

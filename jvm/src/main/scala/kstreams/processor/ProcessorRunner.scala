@@ -1,0 +1,382 @@
+package kstreams.processor
+
+import java.time.Duration
+
+import scala.collection.mutable
+import scala.util.control.NonFatal
+
+import kstreams._
+import org.apache.spark.sql.{DataFrame, Encoders, Row}
+import org.apache.spark.sql.functions.{col, timestamp_micros}
+import org.apache.spark.sql.streaming._
+import org.apache.spark.sql.types._
+
+/** Plans `KStream.process`: the input in arrival order, grouped by input partition (one group =
+  * one Kafka Streams task), through a [[ProcessorRunner]] in `transformWithState`.
+  *
+  * Output columns: the input's key and value columns (same names and types) with what the
+  * processor forwarded, `timestamp`, `partition` (the task's), and `offset` (of the record being
+  * processed when it forwarded; null when forwarded from a punctuation), under the input's names.
+  */
+private[kstreams] object ProcessorPlan {
+  val TimestampMicros = "__kstreams_forward_ts"
+  val Sink = "__kstreams_sink"
+
+  def apply[K, V](
+      df: DataFrame,
+      columns: StreamColumns,
+      supplier: ProcessorSupplier[K, V],
+      stores: Seq[StoreSpec],
+      name: String,
+      wallClock: Boolean): DataFrame = {
+    if (supplier == null) throw new KStreamsException("process needs a ProcessorSupplier, got null")
+    val processorName = Option(name).getOrElse(supplier.get().getClass.getSimpleName)
+    val node = NodeSpec(processorName, supplier.asInstanceOf[ProcessorSupplier[Any, Any]],
+      stores.map(_.name), children = Nil, sinks = Seq(null))
+    plan(df, columns, Seq(node), roots = Seq(0), stores, wallClock).drop(Sink)
+  }
+
+  /** Plans processors `nodes` (a DAG: `roots` read the input) on `df`; the result has a [[Sink]]
+    * column naming the sink of each forwarded row (null: the output of `KStream.process`). */
+  def plan(
+      df: DataFrame,
+      columns: StreamColumns,
+      nodes: Seq[NodeSpec],
+      roots: Seq[Int],
+      stores: Seq[StoreSpec],
+      wallClock: Boolean): DataFrame = {
+    Sessions.requireStateStore(df)
+    val duplicates = stores.groupBy(_.name).collect { case (n, s) if s.size > 1 => n }
+    if (duplicates.nonEmpty) throw new KStreamsException(
+      s"store names must be unique; declared more than once: ${duplicates.mkString(", ")}")
+    if (wallClock && !df.isStreaming) throw new KStreamsException(
+      "wall-clock punctuation runs on Spark's processing-time timers, which need a streaming " +
+        "DataFrame; drop wallClock = true for a batch DataFrame")
+    val resolved = columns.resolve(df)
+    val keyField = df.schema.fields.find(_.name == columns.key)
+      .getOrElse(throw StreamColumns.missing(df, columns.key, "key"))
+    val valueField = df.schema.fields.find(_.name == columns.value)
+      .getOrElse(throw StreamColumns.missing(df, columns.value, "value"))
+
+    val prepared = ArrivalOrder.prepare(df, resolved, GroupScope.PerPartition, Nil, None)
+    val schema = prepared.inputSchema
+    val topicIndex = schema.fields.indexWhere(f => f.name == "topic" && f.dataType == StringType)
+    val runner = new ProcessorRunner(nodes, roots, stores, prepared.layout,
+      schema.fieldIndex(keyField.name), schema.fieldIndex(valueField.name),
+      if (topicIndex >= 0) Some(topicIndex) else None)
+    val partitionName = columns.partition.getOrElse(StreamColumns.DefaultPartition)
+    val offsetName = columns.offset.getOrElse(StreamColumns.DefaultOffset)
+    val forwarded = StructType(Seq(
+      StructField(Sink, StringType, nullable = true),
+      keyField.copy(nullable = true, metadata = Metadata.empty),
+      valueField.copy(nullable = true, metadata = Metadata.empty),
+      StructField(TimestampMicros, LongType, nullable = false),
+      StructField(partitionName, IntegerType, nullable = false),
+      StructField(offsetName, LongType, nullable = true)))
+    val timeMode = if (wallClock) TimeMode.ProcessingTime() else TimeMode.None()
+    val processed = prepared.grouped.transformWithState(runner, timeMode, OutputMode.Append())(
+      Encoders.row(forwarded))
+    processed.select(
+      col(Sink),
+      col(ArrivalOrder.quote(keyField.name)),
+      col(ArrivalOrder.quote(valueField.name)),
+      timestamp_micros(col(TimestampMicros)).as(columns.timestamp),
+      col(ArrivalOrder.quote(partitionName)),
+      col(ArrivalOrder.quote(offsetName)))
+  }
+
+  /** The arranged input for a Python processor, after the same checks as [[apply]]. */
+  def pythonInput(df: DataFrame, columns: StreamColumns): DataFrame = {
+    Sessions.requireStateStore(df)
+    val resolved = columns.resolve(df)
+    Seq(columns.key -> "key", columns.value -> "value").foreach { case (n, what) =>
+      if (!df.columns.contains(n)) throw StreamColumns.missing(df, n, what) }
+    ArrivalOrder.arranged(df, resolved, GroupScope.PerPartition)
+  }
+}
+
+/** A processor of a DAG run in one task: where its forwards go (child node indices, and sink
+  * names; a null sink is the single output of `KStream.process`). */
+private[kstreams] final case class NodeSpec(
+    name: String,
+    supplier: ProcessorSupplier[Any, Any],
+    stores: Seq[String],
+    children: Seq[Int],
+    sinks: Seq[String])
+
+/** Key of a punctuation schedule in state: the node and the schedule's registration number. */
+final case class ScheduleKey(node: Int, number: Int)
+
+/** Runs user [[Processor]]s (a DAG of them) per input partition inside `transformWithState`.
+  *
+  * State of each partition (group), all in the RocksDB state store:
+  *  - `streamTime`: the partition's stream time (micros);
+  *  - `punctuations`: (node, schedule number) -> next firing time (ms);
+  *  - `wallClockTimer`: the processing-time timer currently registered;
+  *  - one `MapState` per declared store.
+  */
+private[kstreams] final class ProcessorRunner(
+    nodes: Seq[NodeSpec],
+    roots: Seq[Int],
+    stores: Seq[StoreSpec],
+    layout: ArrivalOrder.Layout,
+    keyIndex: Int,
+    valueIndex: Int,
+    topicIndex: Option[Int])
+    extends StatefulProcessor[Int, Row, Row] {
+
+  @transient private var savedStreamTime: ValueState[Long] = _
+  @transient private var nextPunctuation: MapState[ScheduleKey, Long] = _
+  @transient private var wallClockTimer: ValueState[Long] = _
+  @transient private var maps: Map[String, MapState[Any, Any]] = _
+  @transient private var tasks: mutable.LinkedHashMap[Int, Task] = _
+
+  override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
+    val handle = getHandle
+    savedStreamTime = handle.getValueState[Long]("streamTime", Encoders.scalaLong, TTLConfig.NONE)
+    nextPunctuation = handle.getMapState[ScheduleKey, Long](
+      "punctuations", Encoders.product[ScheduleKey], Encoders.scalaLong, TTLConfig.NONE)
+    wallClockTimer = handle.getValueState[Long]("wallClockTimer", Encoders.scalaLong, TTLConfig.NONE)
+    maps = stores.map(s => s.name ->
+      handle.getMapState[Any, Any]("store_" + s.name, s.keyEncoder, s.valueEncoder, TTLConfig.NONE)).toMap
+    tasks = mutable.LinkedHashMap.empty
+  }
+
+  override def handleInputRows(
+      group: Int, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
+    val order = new OrderCheck(layout)
+    val task = taskFor(group, timerValues)
+    rows.flatMap { row =>
+      order.check(row)
+      task.process(row)
+      task.drain()
+    } ++ {
+      task.saveStreamTime()
+      Iterator.empty
+    }
+  }
+
+  override def handleExpiredTimer(
+      group: Int, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
+    wallClockTimer.clear()
+    val task = taskFor(group, timerValues)
+    task.punctuateWallClock(timerValues.getCurrentProcessingTimeInMs())
+    task.drain()
+  }
+
+  override def close(): Unit = if (tasks != null) {
+    tasks.values.foreach(_.close())
+    tasks.clear()
+  }
+
+  private def taskFor(group: Int, timerValues: TimerValues): Task =
+    tasks.getOrElseUpdate(group, new Task(group, timerValues.getCurrentProcessingTimeInMs()))
+
+  private final class Schedule(
+      val key: ScheduleKey, val intervalMs: Long, val kind: PunctuationType, val punctuator: Punctuator)
+
+  /** A node's processor instance and its context inside one task. */
+  private final class LiveNode(task: Task, val index: Int, val spec: NodeSpec)
+      extends ProcessorContext[Any, Any] {
+    val schedules = mutable.ArrayBuffer.empty[Schedule]
+    var initializing = true
+    val processor: Processor[Any, Any] = task.guard(spec.name, "creating the processor") {
+      val p = spec.supplier.get()
+      if (p == null) throw new KStreamsException(s"the supplier of processor '${spec.name}' returned null")
+      p
+    }
+
+    def init(): Unit = {
+      task.guard(spec.name, "init")(processor.init(this))
+      initializing = false
+    }
+
+    override def forward(key: Any, value: Any): Unit =
+      task.forward(this, key, value, task.currentTimestampMicros)
+    override def forward(key: Any, value: Any, timestamp: Long): Unit =
+      task.forward(this, key, value, Math.multiplyExact(timestamp, 1000L))
+    override def schedule(interval: Duration, kind: PunctuationType): Unit =
+      schedule(interval, kind, (t: Long) => processor.punctuate(t))
+    override def schedule(interval: Duration, kind: PunctuationType, punctuator: Punctuator): Unit =
+      task.schedule(this, interval, kind, punctuator)
+    override def processorName: String = spec.name
+    override def topic: String = task.currentTopic
+    override def partition: Int = task.partition
+    override def offset: Long = if (task.currentOffset == null) -1L else task.currentOffset
+    override def timestamp: Long = Math.floorDiv(task.currentTimestampMicros, 1000L)
+    override def streamTime: Long = task.streamTimeMs
+    override def currentSystemTimeMs: Long = task.systemTimeMs
+    override def getStateStore[SK, SV](storeName: String): KeyValueStore[SK, SV] =
+      task.store(this, storeName).asInstanceOf[KeyValueStore[SK, SV]]
+  }
+
+  /** One input partition (a Kafka Streams task) for one micro-batch: the processors of the DAG,
+    * stream time, and routing of forwarded records (synchronously, depth first, as in Kafka).
+    * State accessors are bound to this group by Spark while its rows or timers are handled. */
+  private final class Task(val partition: Int, startProcessingTimeMs: Long) {
+    private val out = mutable.ArrayBuffer.empty[Row]
+    private val storeViews = mutable.HashMap.empty[String, KeyValueStore[Any, Any]]
+    private var streamTimeMicros: Long =
+      if (savedStreamTime.exists()) savedStreamTime.get() else Long.MinValue
+    private var streamTimeChanged = false
+    var currentTopic: String = _
+    var currentOffset: java.lang.Long = _
+    var currentTimestampMicros: Long = 0L
+
+    private val live: Vector[LiveNode] = nodes.zipWithIndex.map { case (spec, i) =>
+      new LiveNode(this, i, spec) }.toVector
+    live.foreach(_.init()) // in topology order, as Kafka initializes a task's processors
+
+    def streamTimeMs: Long =
+      if (streamTimeMicros == Long.MinValue) -1L else Math.floorDiv(streamTimeMicros, 1000L)
+
+    def systemTimeMs: Long =
+      if (startProcessingTimeMs >= 0) startProcessingTimeMs else System.currentTimeMillis()
+
+    def process(row: Row): Unit = {
+      val ts = row.getLong(layout.timestampMicrosIndex)
+      if (ts > streamTimeMicros) { streamTimeMicros = ts; streamTimeChanged = true }
+      currentTopic = topicIndex.map(i => row.getString(i)).orNull
+      currentOffset = if (layout.offsetName.isEmpty || row.isNullAt(layout.orderIndex)) null
+        else java.lang.Long.valueOf(row.getLong(layout.orderIndex))
+      currentTimestampMicros = ts
+      val where = layout.where(row)
+      roots.foreach(deliver(_, row.get(keyIndex), row.get(valueIndex), ts, where))
+      fireDue(PunctuationType.StreamTime, Math.floorDiv(streamTimeMicros, 1000L),
+        "a stream-time punctuation")
+    }
+
+    private def deliver(index: Int, key: Any, value: Any, tsMicros: Long, where: String): Unit = {
+      val node = live(index)
+      val record = Record[Any, Any](key, value, Math.floorDiv(tsMicros, 1000L), currentTopic,
+        partition, if (currentOffset == null) -1L else currentOffset)
+      val saved = currentTimestampMicros
+      currentTimestampMicros = tsMicros
+      guard(node.spec.name, s"processing the record at $where")(node.processor.process(record))
+      currentTimestampMicros = saved
+    }
+
+    def forward(node: LiveNode, key: Any, value: Any, tsMicros: Long): Unit = {
+      node.spec.sinks.foreach(sink => out += Row(sink, key, value, tsMicros, partition, currentOffset))
+      if (node.spec.children.nonEmpty) {
+        val where = if (currentOffset != null) s"partition $partition, offset $currentOffset"
+          else s"partition $partition (forwarded by '${node.spec.name}' in a punctuation)"
+        node.spec.children.foreach(deliver(_, key, value, tsMicros, where))
+      }
+    }
+
+    def punctuateWallClock(nowMs: Long): Unit = {
+      fireDue(PunctuationType.WallClockTime, nowMs, "a wall-clock punctuation")
+      armWallClockTimer()
+    }
+
+    /** Kafka's PunctuationQueue: each due schedule fires once with `now`, earliest first (ties by
+      * node and registration order), then moves to its first boundary after `now` (boundaries
+      * jumped over are not fired one by one). */
+    private def fireDue(kind: PunctuationType, now: Long, what: String): Unit = {
+      val due = live.flatMap(_.schedules)
+        .filter(s => s.kind == kind && nextPunctuation.getValue(s.key) <= now)
+        .map(s => (nextPunctuation.getValue(s.key), s))
+        .sortBy { case (at, s) => (at, s.key.node, s.key.number) }
+      due.foreach { case (at, s) =>
+        currentTopic = null
+        currentOffset = null
+        currentTimestampMicros = Math.multiplyExact(now, 1000L)
+        guard(live(s.key.node).spec.name, s"in $what at $now ms (partition $partition)")(
+          s.punctuator.punctuate(now))
+        val next = at + s.intervalMs
+        nextPunctuation.updateValue(s.key,
+          if (now >= next) at + ((now - at) / s.intervalMs + 1) * s.intervalMs else next)
+      }
+    }
+
+    private def armWallClockTimer(): Unit = {
+      val wall = live.flatMap(_.schedules).filter(_.kind == PunctuationType.WallClockTime)
+      if (wall.nonEmpty) {
+        val at = wall.map(s => nextPunctuation.getValue(s.key)).min
+        val armed = if (wallClockTimer.exists()) Some(wallClockTimer.get()) else None
+        if (!armed.contains(at)) {
+          armed.foreach(getHandle.deleteTimer)
+          getHandle.registerTimer(at)
+          wallClockTimer.update(at)
+        }
+      }
+    }
+
+    def schedule(node: LiveNode, interval: Duration, kind: PunctuationType, punctuator: Punctuator): Unit = {
+      val name = node.spec.name
+      if (!node.initializing) throw new KStreamsException(
+        s"processor '$name' called schedule outside init; register schedules in init")
+      if (kind == null) throw new KStreamsException(s"processor '$name': punctuation type is null")
+      val ms = Intervals.micros(interval) / 1000
+      if (ms <= 0) throw new KStreamsException(
+        s"processor '$name': punctuation interval must be at least 1 ms, got $interval")
+      if (kind == PunctuationType.WallClockTime && startProcessingTimeMs < 0)
+        throw new KStreamsException(
+          s"processor '$name' scheduled a wall-clock punctuation, which needs " +
+            "process(..., wallClock = true) (Python: wall_clock=True)")
+      val key = ScheduleKey(node.index, node.schedules.size)
+      if (!nextPunctuation.containsKey(key)) {
+        // Kafka aligns stream-time schedules to 0 (the first record punctuates) and wall-clock
+        // schedules to the time they are first registered.
+        nextPunctuation.updateValue(key, kind match {
+          case PunctuationType.StreamTime => 0L
+          case PunctuationType.WallClockTime => startProcessingTimeMs + ms
+        })
+      }
+      node.schedules += new Schedule(key, ms, kind, punctuator)
+      if (kind == PunctuationType.WallClockTime) armWallClockTimer()
+    }
+
+    def store(node: LiveNode, storeName: String): KeyValueStore[Any, Any] = {
+      if (!node.spec.stores.contains(storeName)) throw new KStreamsException(
+        s"processor '${node.spec.name}' asked for store '$storeName', which was not declared; " +
+          s"declare it in process(..., stores = Seq(Stores.keyValue(\"$storeName\"))); declared: " +
+          (if (node.spec.stores.isEmpty) "none" else node.spec.stores.sorted.mkString(", ")))
+      storeViews.getOrElseUpdate(storeName, new MapStateStore(storeName, maps(storeName)))
+    }
+
+    def drain(): Iterator[Row] = {
+      if (out.isEmpty) Iterator.empty
+      else { val rows = out.toVector; out.clear(); rows.iterator }
+    }
+
+    def saveStreamTime(): Unit = if (streamTimeChanged) {
+      savedStreamTime.update(streamTimeMicros)
+      streamTimeChanged = false
+    }
+
+    def close(): Unit = live.foreach(n => guard(n.spec.name, "close")(n.processor.close()))
+
+    /** Runs user code; a failure becomes a [[KStreamsException]] naming the processor and where. */
+    def guard[T](name: String, where: String)(body: => T): T =
+      try body
+      catch {
+        case e: KStreamsException => throw e
+        case NonFatal(e) => throw new KStreamsException(
+          s"processor '$name' failed $where: ${e.getClass.getName}: ${e.getMessage}", e)
+      }
+  }
+}
+
+/** A [[KeyValueStore]] over one `MapState` of the current group. */
+private[kstreams] final class MapStateStore(val name: String, state: MapState[Any, Any])
+    extends KeyValueStore[Any, Any] {
+  override def get(key: Any): Option[Any] = Option(state.getValue(key))
+  override def put(key: Any, value: Any): Unit =
+    if (value == null) state.removeKey(key) else state.updateValue(key, value)
+  override def putIfAbsent(key: Any, value: Any): Option[Any] = {
+    val existing = get(key)
+    if (existing.isEmpty) put(key, value)
+    existing
+  }
+  override def delete(key: Any): Option[Any] = {
+    val existing = get(key)
+    if (existing.isDefined) state.removeKey(key)
+    existing
+  }
+  override def range(from: Any, to: Any)(implicit ordering: Ordering[Any]): Iterator[(Any, Any)] =
+    state.iterator().filter { case (k, _) => ordering.gteq(k, from) && ordering.lteq(k, to) }
+      .toVector.sortBy(_._1).iterator
+  override def all(): Iterator[(Any, Any)] = state.iterator()
+}

@@ -1,0 +1,294 @@
+package kstreams
+
+import java.nio.file.Files
+import java.sql.Timestamp
+import java.time.Duration
+
+import scala.collection.mutable
+
+import kstreams.processor._
+import org.apache.spark.sql.{DataFrame, Encoders, Row}
+import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
+
+/** A record with a numeric value, for processors that sum. */
+final case class Num(key: String, value: Long, timestamp: Timestamp, partition: Int, offset: Long)
+
+object ProcessorSpec {
+  /** 2026-01-01T00:00:00Z in ms: a multiple of every punctuation interval used here. */
+  val Base = 1767225600000L
+
+  def num(key: String, value: Long, seconds: Double, partition: Int, offset: Long): Num =
+    Num(key, value, new Timestamp(Base + math.round(seconds * 1000)), partition, offset)
+
+  /** Forwards ("record", t) for each record and ("p10" / "p20", t) for each punctuation, t in ms
+    * after [[Base]]: the punctuation order is visible in the output. */
+  final class Tracer extends Processor[String, Long] {
+    private var ctx: ProcessorContext[String, Long] = _
+    override def init(context: ProcessorContext[String, Long]): Unit = {
+      ctx = context
+      context.schedule(Duration.ofSeconds(10), PunctuationType.StreamTime)
+      context.schedule(Duration.ofSeconds(20), PunctuationType.StreamTime,
+        (t: Long) => ctx.forward("p20", t - Base))
+    }
+    override def process(record: Record[String, Long]): Unit =
+      ctx.forward("record", record.timestamp - Base)
+    override def punctuate(timestamp: Long): Unit = ctx.forward("p10", timestamp - Base)
+  }
+
+  /** The seed's example: sums per key in a store, all sums forwarded on each punctuation. */
+  final class Sum extends Processor[String, Long] {
+    private var ctx: ProcessorContext[String, Long] = _
+    private var sums: KeyValueStore[String, Long] = _
+    override def init(context: ProcessorContext[String, Long]): Unit = {
+      ctx = context
+      sums = context.getStateStore[String, Long]("sums")
+      context.schedule(Duration.ofSeconds(10), PunctuationType.StreamTime)
+    }
+    override def process(record: Record[String, Long]): Unit =
+      sums.put(record.key, sums.get(record.key).getOrElse(0L) + record.value)
+    override def punctuate(timestamp: Long): Unit =
+      sums.all().toSeq.sortBy(_._1).foreach { case (k, v) => ctx.forward(k, v, timestamp) }
+  }
+
+  final class Exploder extends Processor[String, Long] {
+    override def process(record: Record[String, Long]): Unit =
+      if (record.value == 13L) throw new IllegalStateException("unlucky value")
+  }
+
+  /** `deduplicateByKey` written as a user processor: the spec's rule (section 2) over a store of
+    * key -> (timestamp ms, offset) of the record forwarded. */
+  final class DedupByKey(intervalMs: Long) extends Processor[String, String] {
+    private var ctx: ProcessorContext[String, String] = _
+    private var seen: KeyValueStore[String, (Long, Long)] = _
+    override def init(context: ProcessorContext[String, String]): Unit = {
+      ctx = context
+      seen = context.getStateStore[String, (Long, Long)]("seen")
+    }
+    override def process(r: Record[String, String]): Unit = {
+      if (r.key == null) return ctx.forward(r.key, r.value) // null key: forward, store nothing
+      val liveFrom = ctx.streamTime - intervalMs
+      val entry = seen.get(r.key)
+      val live = entry.exists(_._1 >= liveFrom)
+      if (live && math.abs(entry.get._1 - r.timestamp) <= intervalMs) {
+        // a duplicate; the same record delivered again (same offset) is forwarded again
+        if (entry.get._2 == r.offset) ctx.forward(r.key, r.value)
+        return
+      }
+      if (r.timestamp >= liveFrom) seen.put(r.key, (r.timestamp, r.offset))
+      else if (entry.isDefined) seen.delete(r.key) // late: never stored; a dead entry goes
+      ctx.forward(r.key, r.value)
+    }
+  }
+
+  /** Forwards ("record", offset) per record and ("tick", processing time) per wall-clock
+    * punctuation every 3 s. */
+  final class WallTicker extends Processor[String, Long] {
+    private var ctx: ProcessorContext[String, Long] = _
+    override def init(context: ProcessorContext[String, Long]): Unit = {
+      ctx = context
+      context.schedule(Duration.ofSeconds(3), PunctuationType.WallClockTime)
+    }
+    override def process(record: Record[String, Long]): Unit = ctx.forward("record", record.offset)
+    override def punctuate(timestamp: Long): Unit = ctx.forward("tick", timestamp)
+  }
+
+  /** Forwards each record with its value times 100 (a second processor in a topology). */
+  final class Scale extends Processor[String, Long] {
+    private var ctx: ProcessorContext[String, Long] = _
+    override def init(context: ProcessorContext[String, Long]): Unit = ctx = context
+    override def process(r: Record[String, Long]): Unit = ctx.forward(r.key, r.value * 100)
+  }
+
+  val dedupStore: StoreSpec = Stores.keyValue("seen", Encoders.STRING,
+    Encoders.tuple(Encoders.scalaLong, Encoders.scalaLong))
+}
+
+/** The Processor API (spec section 7) through Scala, on a real Spark session and RocksDB state. */
+class ProcessorSpec extends SparkSuite {
+  import ProcessorSpec._
+
+  /** Runs `op` over [[Num]] micro-batches (restarting before the indices in `restartBefore`) and
+    * returns the output rows as (key, value, timestamp - Base ms, partition) in output order. */
+  private def runNums(
+      batches: Seq[Seq[Num]],
+      op: DataFrame => DataFrame,
+      restartBefore: Set[Int] = Set.empty): Seq[(String, Long, Long, Int)] = {
+    streamRows(batches, Encoders.product[Num], op, restartBefore).map(r => (r.getAs[String]("key"), r.getAs[Long]("value"),
+      r.getAs[Timestamp]("timestamp").getTime - Base, r.getAs[Int]("partition")))
+  }
+
+  private val traced = Seq(5, 12, 13, 25, 47).zipWithIndex.map { case (s, i) =>
+    num("k", 0, s, partition = 0, offset = i) }
+  private val traceExpected = Seq(
+    "record" -> 5000, "p10" -> 5000, "p20" -> 5000,
+    "record" -> 12000, "p10" -> 12000,
+    "record" -> 13000,
+    "record" -> 25000, "p10" -> 25000, "p20" -> 25000,
+    "record" -> 47000, "p10" -> 47000, "p20" -> 47000)
+  private def trace(df: DataFrame) = KStream(df).process(() => new Tracer, name = "tracer").df
+
+  test("stream-time punctuation fires in stream-time order: one micro-batch") {
+    assert(runNums(Seq(traced), trace).map(r => (r._1, r._2)) == traceExpected)
+  }
+
+  test("stream-time punctuation: one micro-batch per record, restart half-way") {
+    assert(runNums(traced.map(Seq(_)), trace, restartBefore = Set(2)).map(r => (r._1, r._2)) ==
+      traceExpected)
+  }
+
+  test("punctuation forwards carry the punctuation time, no offset") {
+    val out = KStream(spark.createDataFrame(traced)).process(() => new Tracer).df
+    val p20 = out.where("key = 'p20'").collect()
+    assert(p20.map(_.getAs[Timestamp]("timestamp").getTime - Base).toSeq == Seq(5000, 25000, 47000))
+    assert(p20.forall(_.isNullAt(p20.head.fieldIndex("offset"))))
+  }
+
+  test("wall-clock punctuation fires on processing time (a manual trigger clock)") {
+    import org.apache.spark.sql.kstreams.{ManualClockQuery, WaitingClock}
+    val input = MemoryStream[Num](Encoders.product[Num], spark)
+    val clock = new WaitingClock(0L)
+    val out = KStream(input.toDF()).process(() => new WallTicker, wallClock = true).df
+    input.addData(num("a", 1, 1, 0, 0))
+    val (query, sink) = ManualClockQuery.start(out,
+      Files.createTempDirectory("kstreams-wall").toString, clock, triggerMs = 1000)
+    try {
+      // batch at 0 reads the record and registers the schedule: first tick due at 0 + 3 s
+      ManualClockQuery.advanceTo(query, clock, 0, 1000)
+      ManualClockQuery.advanceTo(query, clock, 3000, 1000)
+      input.addData(num("a", 2, 2, 0, 1))
+      ManualClockQuery.advanceTo(query, clock, 7500, 1000) // the tick due at 6000 fires late
+      ManualClockQuery.advanceTo(query, clock, 9000, 1000) // next one due 6000 + 3 s
+    } finally query.stop()
+    assert(sink.allData.map(r => (r.getAs[String]("key"), r.getAs[Long]("value"))) == Seq(
+      "record" -> 0L, "tick" -> 3000L, "record" -> 1L, "tick" -> 7500L, "tick" -> 9000L))
+  }
+
+  // Seed 004's example: sums per key, forwarded on each 10 s of stream time, per partition.
+  private val words = Seq(
+    num("a", 1, 1, 0, 0), num("a", 10, 2, 1, 0), num("b", 2, 3, 0, 1), num("a", 3, 11, 0, 2),
+    num("b", 1, 12, 0, 3), num("c", 4, 15, 1, 1), num("a", 5, 25, 0, 4))
+  private val sumsExpected = Seq(
+    ("a", 1L, 1000L, 0), ("a", 4L, 11000L, 0), ("b", 2L, 11000L, 0),
+    ("a", 9L, 25000L, 0), ("b", 3L, 25000L, 0),
+    ("a", 10L, 2000L, 1), ("a", 10L, 15000L, 1), ("c", 4L, 15000L, 1))
+  private def sum(df: DataFrame) =
+    KStream(df).process(() => new Sum, stores = Seq(Stores.keyValue("sums"))).df
+  private def byPartition(rows: Seq[(String, Long, Long, Int)]) = rows.sortBy(r => (r._4, r._3, r._1))
+
+  test("word-count-style sums: one micro-batch") {
+    assert(byPartition(runNums(Seq(words), sum)) == sumsExpected)
+  }
+
+  test("word-count-style sums: one micro-batch per record") {
+    assert(byPartition(runNums(words.map(Seq(_)), sum)) == sumsExpected)
+  }
+
+  test("word-count-style sums: the store survives a restart") {
+    assert(byPartition(runNums(words.map(Seq(_)), sum, restartBefore = Set(3, 5))) == sumsExpected)
+  }
+
+  test("a topology chains processors in one task and splits the output among its sinks") {
+    val input = MemoryStream[Num](Encoders.product[Num], spark)
+    val collected = mutable.Map.empty[String, mutable.ArrayBuffer[Row]]
+    def sink(name: String): (DataFrame, Long) => Unit = (batch, _) => collected.synchronized {
+      collected.getOrElseUpdate(name, mutable.ArrayBuffer.empty) ++= batch.collect() }
+    val topology = new Topology()
+      .addSource("SOURCE", input.toDF())
+      .addProcessor("SUM", () => new Sum, Seq(Stores.keyValue("sums")), "SOURCE")
+      .addProcessor("SCALE", () => new Scale, "SUM")
+      .addSink("SCALED", sink("SCALED"), "SCALE")
+      .addSink("SUMS", sink("SUMS"), "SUM")
+    assert(topology.describe() == Seq(
+      "Topologies:",
+      "   Sub-topology: 0",
+      "    Source: SOURCE (DataFrame)",
+      "      --> SUM",
+      "    Processor: SUM (stores: [sums])",
+      "      --> SCALE, SUMS",
+      "      <-- SOURCE",
+      "    Processor: SCALE (stores: [])",
+      "      --> SCALED",
+      "      <-- SUM",
+      "    Sink: SCALED (target: function)",
+      "      <-- SCALE",
+      "    Sink: SUMS (target: function)",
+      "      <-- SUM").mkString("\n"))
+    val queries = topology.start(Files.createTempDirectory("kstreams-topology").toString)
+    try {
+      Seq(words.take(3), words.drop(3)).foreach { b =>
+        input.addData(b)
+        queries.foreach(_.processAllAvailable())
+      }
+    } finally queries.foreach(_.stop())
+    def rows(name: String) = byPartition(collected(name).toSeq.map(r => (r.getAs[String]("key"),
+      r.getAs[Long]("value"), r.getAs[Timestamp]("timestamp").getTime - Base, r.getAs[Int]("partition"))))
+    assert(rows("SUMS") == sumsExpected)
+    assert(rows("SCALED") == sumsExpected.map(r => r.copy(_2 = r._2 * 100)))
+  }
+
+  test("a processor that throws fails the query naming the processor, partition and offset") {
+    val events = Seq(num("a", 1, 1, 1, 0), num("a", 2, 2, 1, 1), num("a", 13, 3, 1, 2))
+    val e = intercept[Exception](runNums(Seq(events),
+      df => KStream(df).process(() => new Exploder, name = "exploder").df))
+    val messages = Iterator.iterate[Throwable](e)(_.getCause).takeWhile(_ != null)
+      .map(t => String.valueOf(t.getMessage)).toSeq
+    assert(messages.exists(_.contains("processor 'exploder' failed processing the record at " +
+      "partition 1, offset 2: java.lang.IllegalStateException: unlucky value")), messages.mkString("\n"))
+  }
+
+  test("usage errors name what is wrong") {
+    val df = spark.createDataFrame(traced)
+    val noStore = intercept[Exception](KStream(df).process(() => new Sum).df.collect())
+    assert(Iterator.iterate[Throwable](noStore)(_.getCause).takeWhile(_ != null).exists(t =>
+      String.valueOf(t.getMessage).contains("processor 'Sum' asked for store 'sums', which was " +
+        "not declared")))
+    val wall = intercept[KStreamsException](KStream(df).process(() => new Sum, wallClock = true))
+    assert(wall.getMessage.contains("need a streaming DataFrame"))
+    val twice = intercept[KStreamsException](KStream(df).process(() => new Sum,
+      stores = Seq(Stores.keyValue("s"), Stores.keyValue("s"))))
+    assert(twice.getMessage.contains("declared more than once: s"))
+  }
+
+  // deduplicateByKey re-implemented as a processor agrees with the built-in on the spec examples.
+  import Event.at
+  private val T = 100.0
+  private val dedupExamples: Seq[(String, Long, Seq[Event])] = Seq(
+    ("a@t, a@t+8, a@t+11", 10000, Seq(at("a", T), at("a", T + 8), at("a", T + 11))),
+    ("a@t, a@t-8, a@t-11", 10000, Seq(at("a", T), at("a", T - 8), at("a", T - 11))),
+    ("a@5, a@15, a@16", 10000, Seq(at("a", 5), at("a", 15), at("a", 16))),
+    ("a@15, a@5, a@4", 10000, Seq(at("a", 15), at("a", 5), at("a", 4))),
+    ("interval 0: a@5, a@5, a@6", 0, Seq(at("a", 5), at("a", 5), at("a", 6))),
+    ("k@20, k@25, k@11, k@9", 10000, Seq(at("k", 20), at("k", 25), at("k", 11), at("k", 9))),
+    ("k1@10, k2@20, k1@9", 10000, Seq(at("k1", 10), at("k2", 20), at("k1", 9))),
+    ("k1@10, k2@21, k1@9", 10000, Seq(at("k1", 10), at("k2", 21), at("k1", 9))),
+    ("100 ms: k1@150ms, x@200ms, k1@60ms", 100,
+      Seq(at("k1", 0.150), at("x", 0.200), at("k1", 0.060))),
+    ("100 ms: x@200ms, k1@50ms, k1@10ms", 100,
+      Seq(at("x", 0.200), at("k1", 0.050), at("k1", 0.010))),
+    ("null keys, two partitions", 10000, Seq(at(null, 1), at(null, 1), at("a", 2, partition = 1),
+      at("a", 3, partition = 1), at("a", 4))))
+
+  // Every example in one micro-batch; the out-of-order ones also one record per micro-batch with
+  // a restart half-way (the built-in operator's own spec runs all modes for all of them).
+  private val withRestart = Set(1, 3, 5, 10)
+  for (((name, intervalMs, events), i) <- dedupExamples.zipWithIndex) {
+    test(s"deduplicateByKey as a user processor agrees with the built-in: $name") {
+      val builtIn = stream(Seq(events), df => KStream(df).deduplicateByKey(s"$intervalMs ms").df)
+      val user = (df: DataFrame) => KStream(df).process(() => new DedupByKey(intervalMs),
+        stores = Seq(dedupStore), name = "dedup").df
+      assert(stream(Seq(events), user) == builtIn)
+      if (withRestart(i))
+        assert(stream(events.map(Seq(_)), user, restartBefore = Set(events.size / 2)) == builtIn)
+    }
+  }
+
+  test("the same record delivered again (same offset) is forwarded again by both") {
+    val first = Event.at("a", 10, offset = 7, value = "first")
+    val batches = Seq(Seq(first), Seq(first.copy(value = "again")),
+      Seq(Event.at("a", 10, offset = 8, value = "dup")))
+    val user = (df: DataFrame) => KStream(df).process(() => new DedupByKey(10000),
+      stores = Seq(dedupStore)).df
+    assert(stream(batches, user) == Seq("first", "again"))
+    assert(stream(batches, df => KStream(df).deduplicateByKey("10 s").df) == Seq("first", "again"))
+  }
+}

@@ -1,0 +1,372 @@
+"""The Processor API (spec section 7) from Python: processors written in Python, run by Spark's
+Python stateful processing, with stores in the RocksDB state store."""
+import sys
+from datetime import timedelta
+
+import pytest
+from pyspark import cloudpickle
+from pyspark.sql import types as T
+from pyspark.sql.utils import StreamingQueryException
+
+from kstreams_spark import KStream, KStreamsError, Processor, PunctuationType, Stores, Topology
+from kstreams_spark._jvm import python_api
+from streams import BASE, SCHEMA, Rec, StreamRun, batch_df, forwarded, run_mode, with_offsets
+from test_dedup_spec import EXAMPLES, by_key, records_of
+
+# The processors below are defined in this test module, which Python workers cannot import:
+# ship them by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+BASE_MS = int(BASE.timestamp() * 1000)
+# streams.SCHEMA with a numeric value, for processors that sum
+NUM_SCHEMA = T.StructType(
+    [T.StructField("value", T.LongType()) if f.name == "value" else f for f in SCHEMA.fields])
+
+
+class Tracer(Processor):
+    """Forwards ("record@t", n) per record and ("p10@t" / "p20@t", n) per punctuation, t in ms
+    after BASE and n a counter kept in a store, so the output order survives sinks and restarts."""
+
+    def init(self, context):
+        self.context = context
+        self.counter = context.get_state_store("counter")
+        context.schedule(timedelta(seconds=10), PunctuationType.STREAM_TIME)
+        context.schedule(20_000, PunctuationType.STREAM_TIME, lambda t: self.emit("p20", t))
+
+    def emit(self, kind, t):
+        n = (self.counter.get("n") or 0) + 1
+        self.counter.put("n", n)
+        self.context.forward(f"{kind}@{t - BASE_MS}", n)
+
+    def process(self, record):
+        self.emit("record", record.timestamp)
+
+    def punctuate(self, timestamp):
+        self.emit("p10", timestamp)
+
+
+class Sum(Processor):
+    """Seed 004's example: sums per key in a store, all sums forwarded on each punctuation."""
+
+    def init(self, context):
+        self.context = context
+        self.sums = context.get_state_store("sums")
+        context.schedule(timedelta(seconds=10), PunctuationType.STREAM_TIME)
+
+    def process(self, record):
+        self.sums.put(record.key, (self.sums.get(record.key) or 0) + record.value)
+
+    def punctuate(self, timestamp):
+        for key, total in sorted(self.sums.all()):
+            self.context.forward(key, total, timestamp)
+
+
+class Exploder(Processor):
+    def process(self, record):
+        if record.value == 13:
+            raise ValueError("unlucky value")
+
+
+class DedupByKey(Processor):
+    """``deduplicate_by_key`` written as a user processor: the rule of spec section 2 over a store
+    of key -> (timestamp ms, offset) of the record forwarded."""
+
+    def __init__(self, interval_ms):
+        self.interval_ms = interval_ms
+
+    def init(self, context):
+        self.context = context
+        self.seen = context.get_state_store("seen")
+
+    def process(self, r):
+        if r.key is None:  # null key: forward, store nothing
+            return self.context.forward(r.key, r.value)
+        live_from = self.context.stream_time - self.interval_ms
+        entry = self.seen.get(r.key)
+        live = entry is not None and entry[0] >= live_from
+        if live and abs(entry[0] - r.timestamp) <= self.interval_ms:
+            if entry[1] == r.offset:  # the same record delivered again: forward again
+                self.context.forward(r.key, r.value)
+            return
+        if r.timestamp >= live_from:
+            self.seen.put(r.key, (r.timestamp, r.offset))
+        elif entry is not None:  # late: never stored; a dead entry goes
+            self.seen.delete(r.key)
+        self.context.forward(r.key, r.value)
+
+
+def run_nums(spark, tmp_path, batches, op, restart_before=()):
+    """Runs ``op`` over micro-batches of numeric records (one file each), restarting from the
+    checkpoint before the batches whose index is in ``restart_before``."""
+    numbered = iter(with_offsets([r for b in batches for r in b]))
+    run = StreamRun(spark, str(tmp_path), op, schema=NUM_SCHEMA)
+    for i, b in enumerate(batches):
+        if i in restart_before:
+            run_once_more_on_slow_worker_start(run)
+        run.add_batch([next(numbered) for _ in b])
+    run_once_more_on_slow_worker_start(run)
+    return run
+
+
+def run_once_more_on_slow_worker_start(run):
+    """Runs the query; restarts it from its checkpoint once if Spark gave up starting a Python
+    worker (a fixed 10 s connect-back timeout that a loaded machine can miss). A restart from the
+    checkpoint must give the same results, so this hides no wrong output."""
+    try:
+        run.run()
+    except StreamingQueryException as e:
+        if "Python worker failed to connect back" not in str(e):
+            raise
+        run.run()
+
+
+def rows(df):
+    return sorted(
+        (r["partition"], int(r["timestamp"].timestamp() * 1000) - BASE_MS, r["key"], r["value"])
+        for r in df.collect()
+    )
+
+
+def trace(df):
+    return KStream(df).process(Tracer, stores=[Stores.key_value("counter")]).df
+
+
+TRACED = [Rec("k", t, value=0) for t in (5, 12, 13, 25, 47)]
+TRACE_EXPECTED = [
+    "record@5000", "p10@5000", "p20@5000",
+    "record@12000", "p10@12000",
+    "record@13000",
+    "record@25000", "p10@25000", "p20@25000",
+    "record@47000", "p10@47000", "p20@47000",
+]
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["one_micro_batch", "split_restart"])
+def test_stream_time_punctuation_order(spark, tmp_path, split):
+    # split: three micro-batches, restarting from the checkpoint before the last
+    batches = [TRACED[:2], TRACED[2:4], TRACED[4:]] if split else [TRACED]
+    run = run_nums(spark, tmp_path, batches, trace, restart_before={2} if split else ())
+    out = sorted(run.output().collect(), key=lambda r: r["value"])
+    assert [r["key"] for r in out] == TRACE_EXPECTED
+    assert [r["value"] for r in out] == list(range(1, 13))
+    punctuations = [r for r in out if not r["key"].startswith("record")]
+    assert all(r["offset"] is None for r in punctuations)
+
+
+WORDS = [
+    Rec("a", 1, 0, value=1), Rec("a", 2, 1, value=10), Rec("b", 3, 0, value=2),
+    Rec("a", 11, 0, value=3), Rec("b", 12, 0, value=1), Rec("c", 15, 1, value=4),
+    Rec("a", 25, 0, value=5),
+]
+SUMS_EXPECTED = [
+    (0, 1000, "a", 1), (0, 11000, "a", 4), (0, 11000, "b", 2), (0, 25000, "a", 9),
+    (0, 25000, "b", 3),
+    (1, 2000, "a", 10), (1, 15000, "a", 10), (1, 15000, "c", 4),
+]
+
+
+def sums(df):
+    return KStream(df).process(Sum, stores=[Stores.key_value("sums")]).df
+
+
+@pytest.mark.parametrize("mode", ["batch", "one_micro_batch", "split_restart"])
+def test_word_count_sums_same_in_every_mode(spark, tmp_path, mode):
+    if mode == "batch":
+        out = sums(spark.createDataFrame(
+            [(r.key, r.value, r.timestamp(), r.partition, r.offset) for r in with_offsets(WORDS)],
+            NUM_SCHEMA))
+        assert rows(out) == SUMS_EXPECTED
+        return
+    if mode == "one_micro_batch":
+        batches, restart = [WORDS], ()
+    else:  # three micro-batches, restarting from the checkpoint before each later one
+        batches, restart = [WORDS[:3], WORDS[3:5], WORDS[5:]], {1, 2}
+    assert rows(run_nums(spark, tmp_path, batches, sums, restart).output()) == SUMS_EXPECTED
+
+
+def test_processor_error_names_processor_partition_and_offset(spark, tmp_path):
+    records = [Rec("a", 1, 1, value=1), Rec("a", 2, 1, value=2), Rec("a", 3, 1, value=13)]
+    with pytest.raises(StreamingQueryException) as failure:
+        run_nums(spark, tmp_path, [records],
+                 lambda df: KStream(df).process(Exploder, name="exploder").df)
+    assert ("processor 'exploder' failed processing the record at partition 1, offset 2: "
+            "ValueError: unlucky value") in str(failure.value)
+
+
+def test_usage_errors(spark):
+    df = batch_df(spark, with_offsets([Rec("a", 1)]))
+    with pytest.raises(KStreamsError, match="not an instance"):
+        KStream(df).process(Sum())
+    with pytest.raises(KStreamsError, match="declared more than once: s"):
+        KStream(df).process(Sum, stores=[Stores.key_value("s"), Stores.key_value("s")])
+    with pytest.raises(KStreamsError, match="need a streaming DataFrame"):
+        KStream(df).process(Sum, wall_clock=True)
+    with pytest.raises(KStreamsError, match="no value column 'v'"):
+        KStream(df, value="v").process(Sum)
+    with pytest.raises(Exception, match="processor 'Sum' asked for store 'sums', which was not "
+                                        "declared"):
+        KStream(df).process(Sum).df.collect()
+
+
+def dedup_processor(spark, interval):
+    interval_ms = python_api(spark).intervalMicros(interval) // 1000
+    return lambda df: KStream(df).process(
+        lambda: DedupByKey(interval_ms), stores=[Stores.key_value("seen")], name="dedup").df
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e[0] for e in EXAMPLES])
+def test_dedup_as_processor_agrees_with_built_in(spark, tmp_path, example):
+    name, interval, recs, _ = example
+    records = records_of(recs)
+    built_in = forwarded(run_mode(spark, tmp_path / "built_in", records, by_key(interval), "batch"))
+    user = dedup_processor(spark, interval)
+    assert forwarded(run_mode(spark, tmp_path / "user", records, user, "batch")) == built_in
+
+
+def test_dedup_as_processor_through_a_restart(spark, tmp_path):
+    name, interval, recs, expected = EXAMPLES[5]  # k@20, k@25, k@11, k@9
+    records = records_of(recs)
+    out = run_mode(spark, tmp_path, records, dedup_processor(spark, interval), "split_restart")
+    assert forwarded(out) == [(records[i].key, f"v{i}") for i in expected]
+
+
+class Scale(Processor):
+    """Forwards each record with its value times 100 (a second processor in a topology)."""
+
+    def init(self, context):
+        self.context = context
+
+    def process(self, record):
+        self.context.forward(record.key, record.value * 100)
+
+
+def sum_topology(source, sums_dir, collected):
+    return (
+        Topology()
+        .add_source("SOURCE", source)
+        .add_processor("SUM", Sum, "SOURCE", stores=[Stores.key_value("sums")])
+        .add_processor("SCALE", Scale, "SUM")
+        .add_sink("SCALED", sums_dir, "SCALE")
+        .add_sink("SUMS", lambda df, batch_id: collected.extend(df.collect()), "SUM")
+    )
+
+
+def test_topology_describe_and_start(spark, tmp_path):
+    run = StreamRun(spark, str(tmp_path), op=None, schema=NUM_SCHEMA)  # for its input files
+    numbered = with_offsets(WORDS)
+    run.add_batch(numbered[:3])
+    run.add_batch(numbered[3:])
+    source = (spark.readStream.schema(NUM_SCHEMA).option("maxFilesPerTrigger", 1)
+              .json(str(tmp_path / "in")))
+    collected = []
+    topology = sum_topology(source, str(tmp_path / "scaled"), collected)
+    assert topology.describe() == "\n".join([
+        "Topologies:",
+        "   Sub-topology: 0",
+        "    Source: SOURCE (DataFrame)",
+        "      --> SUM",
+        "    Processor: SUM (stores: [sums])",
+        "      --> SCALE, SUMS",
+        "      <-- SOURCE",
+        "    Processor: SCALE (stores: [])",
+        "      --> SCALED",
+        "      <-- SUM",
+        "    Sink: SCALED (target: " + str(tmp_path / "scaled") + ")",
+        "      <-- SCALE",
+        "    Sink: SUMS (target: <lambda>)",
+        "      <-- SUM",
+    ])
+    queries = topology.start(str(tmp_path / "checkpoint"), trigger={"availableNow": True})
+    assert len(queries) == 1
+    queries[0].awaitTermination()
+    assert rows_of(collected) == SUMS_EXPECTED
+    scaled = spark.read.parquet(str(tmp_path / "scaled"))
+    assert rows(scaled) == [(p, t, k, v * 100) for p, t, k, v in SUMS_EXPECTED]
+
+
+def rows_of(collected):
+    return sorted((r["partition"], int(r["timestamp"].timestamp() * 1000) - BASE_MS, r["key"],
+                   r["value"]) for r in collected)
+
+
+def test_topology_errors():
+    with pytest.raises(KStreamsError, match="parent 'NOPE' is not in the topology"):
+        Topology().add_processor("P", Sum, "NOPE")
+    with pytest.raises(KStreamsError, match="needs Topology\\(kafka_options="):
+        Topology().add_source("S", "words")
+
+
+class WallTicker(Processor):
+    """Forwards ("record", processing time) per record and ("tick", processing time) per
+    wall-clock punctuation every 2 s."""
+
+    def init(self, context):
+        self.context = context
+        context.schedule(2000, PunctuationType.WALL_CLOCK_TIME)
+
+    def process(self, record):
+        self.context.forward("record", self.context.current_system_time_ms)
+
+    def punctuate(self, timestamp):
+        self.context.forward("tick", timestamp)
+
+
+def batch_times(progress):
+    """(start ms, duration ms) of each micro-batch in a query's progress."""
+    from datetime import datetime
+
+    return sorted((int(datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00"))
+                       .timestamp() * 1000), p["durationMs"]["triggerExecution"])
+                  for p in progress)
+
+
+def test_wall_clock_punctuation_fires_on_processing_time(spark, tmp_path):
+    import time
+
+    run = StreamRun(spark, str(tmp_path), op=None, schema=NUM_SCHEMA)  # for its input files
+    run.add_batch(with_offsets([Rec("a", 1, value=1)]))
+    source = spark.readStream.schema(NUM_SCHEMA).json(str(tmp_path / "in"))
+    out = KStream(source).process(WallTicker, wall_clock=True).df
+    got = []
+
+    def start():
+        return (out.writeStream.foreachBatch(lambda df, _: got.extend(
+                    (r["key"], r["value"], r["offset"]) for r in df.collect()))
+                .option("checkpointLocation", str(tmp_path / "checkpoint"))
+                .trigger(processingTime="1 second").start())
+
+    query, restarted, progress = start(), False, []
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if sum(1 for k, _, _ in got if k == "tick") >= 2:
+                break
+            if not query.isActive:
+                # see run_once_more_on_slow_worker_start
+                if restarted or "Python worker failed to connect back" not in str(query.exception()):
+                    raise query.exception()
+                progress += query.recentProgress
+                query, restarted = start(), True
+            time.sleep(0.5)
+        # the progress of the batch that forwarded the last tick is posted after its sink ran
+        last_tick = max(v for k, v, _ in got if k == "tick")
+        while time.time() < deadline and not any(
+                start <= last_tick <= start + took
+                for start, took in batch_times(query.recentProgress)):
+            time.sleep(0.2)
+        progress += query.recentProgress
+    finally:
+        query.stop()
+    # (a micro-batch replayed after a restart may repeat its rows)
+    ticks = sorted({v for k, v, _ in got if k == "tick"})
+    registered = sorted({v for k, v, _ in got if k == "record"})
+    assert len(registered) == 1 and len(ticks) >= 2, got
+    # ticks come at batch (processing) times, one per 2-second slot counted from the batch that
+    # registered the schedule (Kafka's alignment; a late tick does not shift the next slot),
+    # and they carry no offset
+    slots = [(t - registered[0]) // 2000 for t in ticks]
+    assert slots[0] >= 1 and all(a < b for a, b in zip(slots, slots[1:])), (registered, ticks)
+    batches = batch_times(progress)
+    assert all(any(start <= t <= start + took for start, took in batches) for t in ticks), \
+        (ticks, batches)
+    assert all(o is None for k, _, o in got if k == "tick")
