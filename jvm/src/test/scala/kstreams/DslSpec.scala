@@ -25,10 +25,10 @@ class DslSpec extends SparkSuite {
   private def modes(name: String, events: Seq[Event], op: DataFrame => DataFrame,
       expected: Seq[(String, String, Long)]): Unit = {
     test(s"$name: one micro-batch") {
-      assert(rows(streamRows(Seq(events), op)) == expected)
+      assert(rows(eventRows(Seq(events), op)) == expected)
     }
     test(s"$name: one micro-batch per record, restart half-way") {
-      assert(rows(streamRows(events.map(Seq(_)), op, restartBefore = Set(events.size / 2))) == expected)
+      assert(rows(eventRows(events.map(Seq(_)), op, restartBefore = Set(events.size / 2))) == expected)
     }
   }
 
@@ -73,7 +73,7 @@ class DslSpec extends SparkSuite {
     ms("0", 0, partition = 1, value = "Y0"), ms("1", 10, partition = 1, value = "Y1"),
     ms("0", 7, value = "XX0"), ms("1", 7, value = "XX1"))
   test("table-table join: one micro-batch per record, restart half-way") {
-    assert(rows(streamRows(tableEvents.map(Seq(_)), tableJoin, restartBefore = Set(3))) ==
+    assert(rows(eventRows(tableEvents.map(Seq(_)), tableJoin, restartBefore = Set(3))) ==
       Seq(("0", "X0+Y0", 5L), ("0", "XX0+Y0", 7L), ("1", "X1+Y1", 10L), ("1", "XX1+Y1", 10L)))
   }
   test("table-table join: a right delete gives a tombstone at the later timestamp") {
@@ -81,7 +81,7 @@ class DslSpec extends SparkSuite {
       ms("0", 5, partition = 1, value = "DELETE"))
     val withDeletes = (df: DataFrame) =>
       tableJoin(df.withColumn("value", when(col("value") =!= "DELETE", col("value"))))
-    assert(rows(streamRows(events.map(Seq(_)), withDeletes)) == Seq(("0", null, 6L), ("0", "X0+Y0", 6L)))
+    assert(rows(eventRows(events.map(Seq(_)), withDeletes)) == Seq(("0", null, 6L), ("0", "X0+Y0", 6L)))
   }
 
   modes("emit on change: A=1@10, B=2@11, A=1@12, B=3@13, A=1@9",
@@ -96,7 +96,7 @@ class DslSpec extends SparkSuite {
       l.join(r, (_, _) => lit("same"), JoinWindows.ofTimeDifferenceWithNoGrace("100 ms"))
         .deduplicateByKey("1 second").df
     }
-    assert(rows(streamRows(Seq(joinEvents), op)) ==
+    assert(rows(eventRows(Seq(joinEvents), op)) ==
       Seq(("0", "same", 1000L), ("1", "same", 1001L), ("2", "same", 1100L), ("3", "same", 1100L)))
   }
 }

@@ -53,20 +53,18 @@ trait SparkSuite extends AnyFunSuite with BeforeAndAfterAll {
       batches: Seq[Seq[Event]],
       op: DataFrame => DataFrame,
       restartBefore: Set[Int] = Set.empty): Seq[String] =
-    streamRows(batches, op, restartBefore)
+    eventRows(batches, op, restartBefore)
       .sortBy(r => (r.getAs[Int]("partition"), r.getAs[Long]("offset")))
       .map(_.getAs[String]("value"))
 
-  /** [[stream]]'s output rows, in no particular order. */
-  def streamRows(
+  /** [[stream]]'s output rows, in micro-batch order. */
+  def eventRows(
       batches: Seq[Seq[Event]],
       op: DataFrame => DataFrame,
       restartBefore: Set[Int] = Set.empty): Seq[Row] = {
     val numbered = Event.numbered(batches.flatten).iterator
     val numberedBatches = batches.map(b => b.map(_ => numbered.next()))
     streamRows(numberedBatches, Encoders.product[Event], op, restartBefore)
-      .sortBy(r => (r.getAs[Int]("partition"), r.getAs[Long]("offset")))
-      .map(_.getAs[String]("value"))
   }
 
   /** Runs `op` over a MemoryStream of `T`, one micro-batch per element of `batches`, restarting
