@@ -35,6 +35,22 @@ class DslSpec extends SparkSuite {
   private def ms(key: String, millis: Long, partition: Int = 0, value: String = null) =
     at(key, millis / 1000.0, partition = partition, value = value)
 
+  test("stateless operators keep the timestamp; peek sees every record; split and merge") {
+    val df = batch(Seq(ms("a", 5, value = "x y"), ms("b", 3, value = "z"), ms("c", 9, value = "w")))
+    val ks = KStream(df)
+    val words = ks.filter(col("key") =!= "c").flatMapValues(v => split(v, " ")).mapValues(upper)
+      .selectKey((k, v) => concat(k, lit("-"), v))
+    assert(rows(words.df.collect().toSeq) == Seq(("a-X", "X", 5L), ("a-Y", "Y", 5L), ("b-Z", "Z", 3L)))
+    val peeked = new java.util.concurrent.atomic.AtomicInteger() // local mode: same JVM
+    assert(rows(ks.peek(_ => peeked.incrementAndGet()).df.collect().toSeq) == rows(df.collect().toSeq))
+    assert(peeked.get == 3)
+    val branches = ks.split().branch(col("key") === "a", "a").defaultBranch("rest")
+    assert(rows(branches("rest").df.collect().toSeq) == Seq(("b", "z", 3L), ("c", "w", 9L)))
+    assert(rows(branches("a").merge(branches("rest")).df.collect().toSeq) == rows(df.collect().toSeq))
+    assert(rows(ks.map((k, v) => (v, k)).filterNot(col("key") === "w").df.collect().toSeq) ==
+      Seq(("x y", "a", 5L), ("z", "b", 3L)))
+  }
+
   private val aggregated = Seq(ms("1", 5, value = "a"), ms("1", 3, value = "b"), ms("1", 10, value = "c"))
   modes("count: values at 5, 3, 10 give results at 5, 5, 10", aggregated,
     df => KStream(df).groupByKey.count().df, Seq(("1", "1", 5L), ("1", "2", 5L), ("1", "3", 10L)))
