@@ -159,7 +159,9 @@ class KStream:
 
         >>> ks.map(lambda k, v: (v, k))
         """
-        pair = self._call(mapper, "mapper", 2)
+        if not callable(mapper):
+            raise KStreamsError(f"map's mapper must be a callable, got {type(mapper).__name__}")
+        pair = mapper(*self._inputs(2))
         if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(c, Column) for c in pair)):
             raise KStreamsError(f"map's mapper must return a (key, value) pair of Columns, got {pair!r}")
         jkey, jvalue = (_java_column(c, "mapper result") for c in pair)
@@ -273,16 +275,13 @@ class KStream:
             self._jks, other._jks, jjoined, kind, _interval(windows.time_difference), grace))
 
     def _column(self, function, what: str, arity: int):
-        """``function`` (a Column, or a callable given key/value Columns) as a Java Column."""
-        if isinstance(function, Column):
-            return _java_column(function, what)
-        return _java_column(self._call(function, what, arity), f"{what} result")
+        """``function`` (a Column, or a callable given the key/value Columns) as a Java Column."""
+        return _applied(function, what, *self._inputs(arity))
 
-    def _call(self, function, what: str, arity: int):
-        if not callable(function):
-            raise KStreamsError(f"{what} must be a Column or a callable, got {type(function).__name__}")
+    def _inputs(self, arity: int) -> tuple:
+        """The Columns a user function receives: (key, value), or (value,)."""
         key, value = F.col(_quote(self._names["key"])), F.col(_quote(self._names["value"]))
-        return function(key, value) if arity == 2 else function(value)
+        return (key, value) if arity == 2 else (value,)
 
     def _wrap_jvm(self, call) -> "KStream":
         with jvm_errors():
@@ -353,14 +352,19 @@ def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def _applied(function, what: str, *inputs: Column):
+    """A user function as a Java Column: a Column as it is, or a callable applied once to the
+    ``inputs`` Columns (building an expression, never running per record)."""
+    if isinstance(function, Column):
+        return _java_column(function, what)
+    if not callable(function):
+        raise KStreamsError(f"{what} must be a Column or a callable, got {type(function).__name__}")
+    return _java_column(function(*inputs), f"{what} result")
+
+
 def joined_column(api, joiner: Union[Column, KeyValueFunction]):
     """The joiner applied to the left and right value Columns, as a Java Column."""
-    if isinstance(joiner, Column):
-        return _java_column(joiner, "joiner")
-    if not callable(joiner):
-        raise KStreamsError(f"joiner must be a Column or a callable, got {type(joiner).__name__}")
-    left, right = F.col(api.leftValueName()), F.col(api.rightValueName())
-    return _java_column(joiner(left, right), "joiner result")
+    return _applied(joiner, "joiner", F.col(api.leftValueName()), F.col(api.rightValueName()))
 
 
 def _java_column(id: ColumnOrName, what: str = "id"):
@@ -520,12 +524,7 @@ def _aggregate(stream: KStream, kind: str, windows, initializer=None, adder=None
     grace = None if windows is None or windows.grace is None else _interval(windows.grace)
 
     def fold(function, what: str):
-        if isinstance(function, Column):
-            return _java_column(function, what)
-        if callable(function):
-            agg, value = F.col(api.aggregateInputName()), F.col(api.valueInputName())
-            return _java_column(function(agg, value), f"{what} result")
-        raise KStreamsError(f"{what} must be a Column or a callable, got {type(function).__name__}")
+        return _applied(function, what, F.col(api.aggregateInputName()), F.col(api.valueInputName()))
 
     with jvm_errors():
         if kind == "count":

@@ -49,14 +49,17 @@ private[kstreams] object Aggregate {
       case Some(init) => val (v, t) = ColumnFunction.constant(spark, init); (Some(v), t)
       case None => (None, valueType)
     }
-    val adder = try {
-      ColumnFunction(spark, Seq(AggInput -> aggType, ValueInput -> valueType), fold.adder, Some(aggType))
+    val operator = fold.name.stripPrefix("kstreams_")
+    /** `expression` over (aggregate, second input), with an error saying what did not resolve. */
+    def resolve(what: String, secondType: DataType, expression: Column): ColumnFunction = try {
+      ColumnFunction(spark, Seq(AggInput -> aggType, ValueInput -> secondType), expression, Some(aggType))
     } catch {
       case e: org.apache.spark.sql.AnalysisException => throw new KStreamsException(
-        s"the adder of ${fold.name.stripPrefix("kstreams_")} does not resolve over the aggregate " +
-          s"(${aggType.simpleString}) and the value (${valueType.simpleString}): " +
+        s"the $what of $operator does not resolve over the aggregate (${aggType.simpleString}) and " +
+          s"the ${if (what == "adder") "value" else "other aggregate"} (${secondType.simpleString}): " +
           e.getMessage.linesIterator.next(), e)
     }
+    val adder = resolve("adder", valueType, fold.adder)
     val windowed = windowing != Unwindowed
     val timeMode = if (windowed && input.streaming) TimeMode.EventTime() else TimeMode.None()
     val outputSchema = StructType(Seq(
@@ -69,14 +72,7 @@ private[kstreams] object Aggregate {
       case Tumbling(windows) =>
         new AggregateProcessor(input.layout, initial, adder, Some(windows), input.streaming)
       case Sessions(windows) =>
-        val mergerExpression = fold.merger.getOrElse(fold.adder)
-        val merger = try {
-          ColumnFunction(spark, Seq(AggInput -> aggType, ValueInput -> aggType), mergerExpression, Some(aggType))
-        } catch {
-          case e: org.apache.spark.sql.AnalysisException => throw new KStreamsException(
-            s"the session merger of ${fold.name.stripPrefix("kstreams_")} does not resolve over two " +
-              s"aggregates (${aggType.simpleString}): " + e.getMessage.linesIterator.next(), e)
-        }
+        val merger = resolve("session merger", aggType, fold.merger.getOrElse(fold.adder))
         new SessionAggregateProcessor(input.layout, initial, adder, merger, windows, input.streaming)
     }
     val processed = input.grouped.transformWithState(processor, timeMode, OutputMode.Append())(
