@@ -30,6 +30,7 @@ private[kstreams] object ArrivalOrder {
   val TimestampMicros = "__kstreams_ts"
   /** Output column saying why a row was dropped (null: forwarded); see [[finish]]. */
   val Dropped = "__kstreams_dropped"
+  private val Count = "__kstreams_count"
 
   /** Column positions of a prepared row, computed on the driver for the processor. */
   final case class Layout(
@@ -90,25 +91,32 @@ private[kstreams] object ArrivalOrder {
     arrange(df, columns, group, Nil, None, compact = false)._1
 
   val Payload = "payload"
+  private val Offset = "__kstreams_offset"
+  private val KeyNull = "__kstreams_key_null"
+  private val Key = "__kstreams_key"
 
   /** Like [[prepare]], for processors that never look at the user's columns: those travel as one
     * byte array ([[Payload]], an UnsafeRow) and the helper columns are plain numbers, so no row is
     * converted to JVM objects. Rows are read as [[CompactRecord]]s; null timestamps and partitions
-    * fail in Catalyst (`raise_error`) with the same messages. */
+    * fail in Catalyst (`raise_error`) with the same messages.
+    *
+    * The dedup key is encoded before the shuffle (it may name columns of the caller's DataFrame);
+    * the payload after the sort, so that this per-record work is spread over the state partitions'
+    * tasks instead of the input's (often one task per micro-batch). */
   def prepareCompact(
       df: DataFrame,
       columns: ResolvedColumns,
       group: GroupScope,
-      key: Column,
-      keyIsNull: Column,
+      keyParts: Seq[Column],
       watermarkDelayMicros: Option[Long]): (KeyValueGroupedDataset[Int, CompactRecord], StructType) = {
+    val keyIsNull = keyParts.map(_.isNull).reduce(_ || _)
     val (sorted, userOutput) = arrange(df, columns, group,
-      Seq("keyNull" -> keyIsNull, "key" -> coalesce(RowBytes.encode(key), lit(Array.emptyByteArray))),
-      watermarkDelayMicros, compact = true)
-    // the compact rows hold no user columns, so helpers can take the record's field names
+      Seq(KeyNull -> keyIsNull, Key -> RowBytes.encode(keyParts)), watermarkDelayMicros,
+      compact = true)
     val named = sorted.select(col(Group), col(Partition).as("partition"), col(Order).as("ordering"),
-      col(TimestampMicros).as("timestampMicros"), col("offset"), col("keyNull"), col("key"),
-      col(Payload))
+      col(TimestampMicros).as("timestampMicros"), col(Offset).as("offset"),
+      col(KeyNull).as("keyNull"), col(Key).as("key"),
+      RowBytes.encode(userOutput.fieldNames.toSeq.map(name => col(quote(name)))).as(Payload))
     (named.groupBy(col(Group)).as[Int, CompactRecord](Encoders.scalaInt, Encoders.product[CompactRecord]),
       userOutput)
   }
@@ -174,9 +182,8 @@ private[kstreams] object ArrivalOrder {
       tsMicros.as(TimestampMicros))
     val selected =
       if (compact) {
-        helpers ++ Seq(
-          coalesce(offsetCol.getOrElse(lit(null).cast(LongType)), lit(Long.MinValue)).as("offset"),
-          RowBytes.encode(struct(userSelected: _*)).as(Payload))
+        helpers ++ userSelected :+
+          coalesce(offsetCol.getOrElse(lit(null).cast(LongType)), lit(Long.MinValue)).as(Offset)
       } else userSelected ++ helpers
     val sorted = ArrivalOrderSort.partitionAndSort(
       checked.select(selected ++ extra.map { case (name, c) => c.as(name) }: _*),
@@ -217,6 +224,18 @@ private[kstreams] object ArrivalOrder {
       .observe(observationName(processed, name), counts.head, counts.tail: _*)
       .where(dropped.isNull)
       .drop(Dropped)
+  }
+
+  /** [[finish]] for compact processors, which emit one count per drop reason instead of a marker
+    * row per dropped record ([[CompactOutput]]). */
+  def finishCounted(processed: DataFrame, name: String, reasons: Seq[String]): DataFrame = {
+    val dropped = col(Dropped)
+    val counts = count_if(dropped.isNull).as("forwarded") +: reasons.map(r =>
+      coalesce(sum(when(dropped === lit(r), col(Count))), lit(0L)).as(r))
+    processed
+      .observe(observationName(processed, name), counts.head, counts.tail: _*)
+      .where(dropped.isNull)
+      .drop(Dropped, Count)
   }
 
   /** `base`, or `base_2`, `base_3`... if the plan already observes under that name: names stay the
@@ -339,6 +358,6 @@ final case class CompactRecord(
     key: Array[Byte],
     payload: Array[Byte])
 
-/** What a compact processor emits: the record's payload (null for a dropped record) and why it was
-  * dropped (null when forwarded). */
-final case class CompactOutput(payload: Array[Byte], __kstreams_dropped: String)
+/** What a compact processor emits: a forwarded record's payload (reason null, count 1), or the
+  * number of records it dropped for a reason (payload null). */
+final case class CompactOutput(payload: Array[Byte], __kstreams_dropped: String, __kstreams_count: Long)

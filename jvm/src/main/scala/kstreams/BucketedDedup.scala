@@ -1,26 +1,33 @@
 package kstreams
 
 import java.nio.ByteBuffer
+import java.util.Arrays
 
 import scala.collection.mutable
 
 import org.apache.spark.sql.Encoders
 import org.apache.spark.sql.streaming._
+import org.apache.spark.unsafe.Platform
+import org.apache.spark.unsafe.hash.Murmur3_x86_32
 
 /** The dedup rule of [[DeduplicateProcessor]] for state scoped to one input partition
   * (`deduplicateByKey`, `deduplicateByKeyValue`), with a time-bucketed store.
   *
   * Entries are not kept one per key in RocksDB. They are grouped by time bucket
   * (`max(interval, 1 s)` of event time) into chunks of serialized entries: per micro-batch the
-  * processor reads the chunks that can hold live entries (`ts >= streamTime - interval`) into a
-  * hash map once, applies the rule to every record in memory, and appends one chunk per bucket it
-  * added to. So the state store sees a few reads and writes per micro-batch instead of a read and a
-  * write per record, and eviction deletes whole buckets, never scanning keys.
+  * processor reads the chunks that can hold live entries (`ts >= streamTime - interval`) into an
+  * in-memory map once, applies the rule to every record in memory, and at the end writes one
+  * chunk per bucket with the entries that are still live. So the state store sees a few reads and
+  * writes per micro-batch instead of a read and a write per record, an entry that died inside the
+  * micro-batch is never written at all, and eviction deletes whole buckets, never scanning keys.
   *
   * Why this is exact: in one partition stream time only grows, so an entry that is dead
-  * (`ts < streamTime - interval`) stays dead, and reading only live buckets is the spec's purge;
-  * an entry stored for a key always has a larger timestamp than any live entry of that key, so the
-  * largest timestamp read for a key is its current entry.
+  * (`ts < streamTime - interval`) stays dead, and reading or writing only live entries is the
+  * spec's purge; an entry stored for a key always has a larger timestamp than any live entry of
+  * that key, so the largest timestamp read for a key is its current entry.
+  *
+  * Output: forwarded records, then one row per micro-batch with the number of duplicates dropped
+  * (not one marker row per dropped record), read by [[ArrivalOrder.finishCounted]].
   */
 private[kstreams] final class BucketedDedupProcessor(
     intervalMicros: Long, hasOffset: Boolean, useTimers: Boolean)
@@ -48,56 +55,56 @@ private[kstreams] final class BucketedDedupProcessor(
   override def handleInputRows(
       group: Int, rows: Iterator[CompactRecord], timerValues: TimerValues): Iterator[CompactOutput] = {
     val times = new StreamTimes(streamTimes)
-    var live: mutable.HashMap[ByteBuffer, Entry] = null
-    val added = mutable.ArrayBuffer.empty[(ByteBuffer, Entry)]
+    var live: EntryMap = null
+    var partition = 0
+    var duplicates = 0L
     var lastOrder = Long.MinValue
-    rows.map { r =>
+    val forwarded = rows.filter { r =>
       if (r.ordering < lastOrder) throw new IllegalStateException(
         s"kstreams internal error: partition ${r.partition} arrived out of order " +
           s"(${r.ordering} after $lastOrder). Please report this with the query plan.")
       lastOrder = r.ordering
-      if (live == null) live = load(times.current(r.partition))
+      if (live == null) { partition = r.partition; live = load(times.current(partition)) }
       val streamTime = times.advance(r.partition, r.timestampMicros)
-      if (r.keyNull) CompactOutput(r.payload, null) // null dedup key: forward, store nothing
-      else {
-        val key = ByteBuffer.wrap(r.key)
-        val ts = r.timestampMicros
-        val liveFrom = streamTime - intervalMicros
-        val entry = live.getOrElse(key, null)
-        val isLive = entry != null && entry.ts >= liveFrom
-        if (isLive && math.abs(entry.ts - ts) <= intervalMicros) {
-          // a duplicate; the same record re-delivered after a failure is forwarded again
-          if (hasOffset && r.offset != Long.MinValue && entry.offset == r.offset)
-            CompactOutput(r.payload, null)
-          else Dropped
-        } else {
-          if (ts >= liveFrom) {
-            val stored = Entry(ts, r.offset)
-            live.update(key, stored)
-            added += key -> stored
-          } else if (entry != null && !isLive) live.remove(key)
-          CompactOutput(r.payload, null)
-        }
-      }
-    } ++ {
+      val forward = r.keyNull || shouldForward(live, r, streamTime - intervalMicros)
+      if (!forward) duplicates += 1
+      forward
+    }.map(r => CompactOutput(r.payload, null, 1L))
+    forwarded ++ {
       times.flush()
-      if (added.nonEmpty) write(added, live)
+      if (live != null) write(live, times.current(partition) - intervalMicros)
       if (useTimers) sweeper.ensureArmed(timerValues)
-      Iterator.empty
+      if (duplicates > 0) Iterator.single(CompactOutput(null, ArrivalOrder.Reasons.Duplicate, duplicates))
+      else Iterator.empty
+    }
+  }
+
+  /** The spec's rule for a record with a non-null key; updates the in-memory entries. */
+  private def shouldForward(live: EntryMap, r: CompactRecord, liveFrom: Long): Boolean = {
+    val ts = r.timestampMicros
+    val slot = live.find(r.key)
+    val isLive = slot >= 0 && live.ts(slot) >= liveFrom
+    if (isLive && math.abs(live.ts(slot) - ts) <= intervalMicros) {
+      // a duplicate; the same record re-delivered after a failure is forwarded again
+      hasOffset && r.offset != Long.MinValue && live.offset(slot) == r.offset
+    } else {
+      // a late record is forwarded and not stored; a dead entry is simply never written back
+      if (ts >= liveFrom) live.put(r.key, ts, r.offset, added = true)
+      true
     }
   }
 
   /** The live entries: those of buckets that can hold `ts >= streamTime - interval`. */
-  private def load(streamTime: Long): mutable.HashMap[ByteBuffer, Entry] = {
+  private def load(streamTime: Long): EntryMap = {
     val liveFrom = if (streamTime == Long.MinValue) Long.MinValue else streamTime - intervalMicros
-    val live = mutable.HashMap.empty[ByteBuffer, Entry]
+    val live = new EntryMap
     chunkCounts.iterator().foreach { case (bucket, count) =>
       if (bucket * bucketMicros + bucketMicros > liveFrom) {
         (0 until count).foreach { i =>
-          decode(chunks.getValue(chunkKey(bucket, i))) { (key, entry) =>
-            if (entry.ts >= liveFrom) {
-              val known = live.getOrElse(key, null)
-              if (known == null || known.ts < entry.ts) live.update(key, entry)
+          decode(chunks.getValue(chunkKey(bucket, i))) { (key, ts, offset) =>
+            if (ts >= liveFrom) {
+              val slot = live.find(key)
+              if (slot < 0 || live.ts(slot) < ts) live.put(key, ts, offset, added = false)
             }
           }
         }
@@ -106,21 +113,28 @@ private[kstreams] final class BucketedDedupProcessor(
     live
   }
 
-  /** Appends this batch's new entries as one chunk per bucket; a bucket with many chunks is
-    * rewritten as one from the live entries (older versions of a key are dropped). */
-  private def write(added: Iterable[(ByteBuffer, Entry)], live: mutable.HashMap[ByteBuffer, Entry]): Unit =
-    added.groupBy { case (_, e) => Math.floorDiv(e.ts, bucketMicros) }.foreach { case (bucket, entries) =>
+  /** Appends the entries this micro-batch added and that are still live (`ts >= liveFrom`) as one
+    * chunk per bucket; a bucket with many chunks is rewritten as one from all its live entries. */
+  private def write(live: EntryMap, liveFrom: Long): Unit = {
+    val added = mutable.LongMap.empty[mutable.ArrayBuffer[Int]]
+    live.slots.foreach { slot =>
+      if (live.added(slot) && live.ts(slot) >= liveFrom)
+        added.getOrElseUpdate(Math.floorDiv(live.ts(slot), bucketMicros), mutable.ArrayBuffer.empty) += slot
+    }
+    added.foreach { case (bucket, slots) =>
       val count = if (chunkCounts.containsKey(bucket)) chunkCounts.getValue(bucket) else 0
       if (count + 1 > MaxChunksPerBucket) {
-        val all = live.iterator.filter { case (_, e) => Math.floorDiv(e.ts, bucketMicros) == bucket }.toSeq
+        val all = live.slots.filter(s =>
+          live.ts(s) >= liveFrom && Math.floorDiv(live.ts(s), bucketMicros) == bucket).toVector
         (1 until count).foreach(i => chunks.removeKey(chunkKey(bucket, i)))
-        chunks.updateValue(chunkKey(bucket, 0), encode(all))
+        chunks.updateValue(chunkKey(bucket, 0), encode(live, all))
         chunkCounts.updateValue(bucket, 1)
       } else {
-        chunks.updateValue(chunkKey(bucket, count), encode(entries))
+        chunks.updateValue(chunkKey(bucket, count), encode(live, slots))
         chunkCounts.updateValue(bucket, count + 1)
       }
     }
+  }
 
   override def handleExpiredTimer(
       group: Int, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[CompactOutput] = {
@@ -139,29 +153,86 @@ private[kstreams] final class BucketedDedupProcessor(
 }
 
 private[kstreams] object BucketedDedupProcessor {
-  /** A stored record: its timestamp (micros) and offset. */
-  final case class Entry(ts: Long, offset: Long)
-
   val MaxChunksPerBucket = 8
-  private val Dropped = CompactOutput(null, ArrivalOrder.Reasons.Duplicate)
 
   def chunkKey(bucket: Long, chunk: Int): Long = (bucket << 20) | chunk
 
-  def encode(entries: Iterable[(ByteBuffer, Entry)]): Array[Byte] = {
-    val size = entries.iterator.map { case (k, _) => 4 + k.remaining() + 16 }.sum
-    val out = ByteBuffer.allocate(size)
-    entries.foreach { case (k, e) =>
-      out.putInt(k.remaining()).put(k.duplicate()).putLong(e.ts).putLong(e.offset)
-    }
+  /** Entries as `[key length][key][timestamp][offset]`, one after the other. */
+  def encode(live: EntryMap, slots: Iterable[Int]): Array[Byte] = {
+    val out = ByteBuffer.allocate(slots.iterator.map(s => 4 + live.key(s).length + 16).sum)
+    slots.foreach(s => out.putInt(live.key(s).length).put(live.key(s)).putLong(live.ts(s)).putLong(live.offset(s)))
     out.array()
   }
 
-  def decode(bytes: Array[Byte])(f: (ByteBuffer, Entry) => Unit): Unit = {
+  def decode(bytes: Array[Byte])(f: (Array[Byte], Long, Long) => Unit): Unit = {
     val in = ByteBuffer.wrap(bytes)
     while (in.hasRemaining) {
       val key = new Array[Byte](in.getInt())
       in.get(key)
-      f(ByteBuffer.wrap(key), Entry(in.getLong(), in.getLong()))
+      f(key, in.getLong(), in.getLong())
+    }
+  }
+
+  /** Dedup key bytes -> (timestamp, offset, added this micro-batch), open addressing in flat
+    * arrays: the per-record lookup is a hash of the key's bytes and an array probe, no boxing and
+    * no allocation. Keys are never removed (dead entries are ignored by timestamp). */
+  final class EntryMap {
+    private var capacity = 1024
+    private var keys = new Array[Array[Byte]](capacity)
+    private var hashes = new Array[Int](capacity)
+    private var timestamps = new Array[Long](capacity)
+    private var offsets = new Array[Long](capacity)
+    private var addedFlags = new Array[Boolean](capacity)
+    private var size = 0
+
+    def key(slot: Int): Array[Byte] = keys(slot)
+    def ts(slot: Int): Long = timestamps(slot)
+    def offset(slot: Int): Long = offsets(slot)
+    def added(slot: Int): Boolean = addedFlags(slot)
+    def slots: Iterator[Int] = Iterator.range(0, capacity).filter(keys(_) != null)
+
+    /** The slot holding `key`, or -1. */
+    def find(key: Array[Byte]): Int = {
+      val slot = probe(key, hash(key))
+      if (keys(slot) == null) -1 else slot
+    }
+
+    def put(key: Array[Byte], ts: Long, offset: Long, added: Boolean): Unit = {
+      val h = hash(key)
+      var slot = probe(key, h)
+      if (keys(slot) == null) {
+        if ((size + 1) * 2 > capacity) { grow(); slot = probe(key, h) }
+        keys(slot) = key; hashes(slot) = h; size += 1
+      }
+      timestamps(slot) = ts; offsets(slot) = offset; addedFlags(slot) = added
+    }
+
+    private def hash(key: Array[Byte]): Int =
+      Murmur3_x86_32.hashUnsafeBytes(key, Platform.BYTE_ARRAY_OFFSET, key.length, 42)
+
+    private def probe(key: Array[Byte], h: Int): Int = {
+      val mask = capacity - 1
+      var slot = h & mask
+      while (keys(slot) != null && !(hashes(slot) == h && Arrays.equals(keys(slot), key)))
+        slot = (slot + 1) & mask
+      slot
+    }
+
+    private def grow(): Unit = {
+      val (oldKeys, oldHashes, oldTs, oldOffsets, oldAdded) = (keys, hashes, timestamps, offsets, addedFlags)
+      capacity *= 2
+      keys = new Array[Array[Byte]](capacity); hashes = new Array[Int](capacity)
+      timestamps = new Array[Long](capacity); offsets = new Array[Long](capacity)
+      addedFlags = new Array[Boolean](capacity)
+      var i = 0
+      while (i < oldKeys.length) {
+        if (oldKeys(i) != null) {
+          val slot = probe(oldKeys(i), oldHashes(i))
+          keys(slot) = oldKeys(i); hashes(slot) = oldHashes(i); timestamps(slot) = oldTs(i)
+          offsets(slot) = oldOffsets(i); addedFlags(slot) = oldAdded(i)
+        }
+        i += 1
+      }
     }
   }
 }

@@ -59,17 +59,15 @@ private[kstreams] object Deduplicate {
       parts: Seq[(String, Column)],
       intervalMicros: Long,
       metricName: String): DataFrame = {
-    val key = struct(parts.map { case (name, c) => c.as(name) }: _*)
-    val keyIsNull = parts.map(_._2.isNull).reduce(_ || _)
     val (grouped, userSchema) = ArrivalOrder.prepareCompact(
-      df, resolved, GroupScope.PerPartition, key, keyIsNull, Some(intervalMicros))
+      df, resolved, GroupScope.PerPartition, parts.map(_._2), Some(intervalMicros))
     val processor = new BucketedDedupProcessor(
       intervalMicros, hasOffset = resolved.offset.isDefined, useTimers = df.isStreaming)
     val timeMode = if (df.isStreaming) TimeMode.EventTime() else TimeMode.None()
     val processed = grouped.transformWithState(processor, timeMode, OutputMode.Append())(
       Encoders.product[CompactOutput]).toDF()
     ArrivalOrder.unpack(
-      ArrivalOrder.finish(processed, metricName, Seq(ArrivalOrder.Reasons.Duplicate)), userSchema)
+      ArrivalOrder.finishCounted(processed, metricName, Seq(ArrivalOrder.Reasons.Duplicate)), userSchema)
   }
 }
 
