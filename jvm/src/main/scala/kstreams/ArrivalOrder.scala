@@ -67,7 +67,7 @@ private[kstreams] object ArrivalOrder {
       group: GroupScope,
       extra: Seq[(String, Column)],
       watermarkDelayMicros: Option[Long]): Prepared = {
-    val (sorted, userOutput) = arrange(df, columns, group, extra, watermarkDelayMicros, compact = false)
+    val (sorted, userOutput) = arrange(df, columns, group, extra, watermarkDelayMicros)
     val schema = sorted.schema
     val layout = Layout(
       outputWidth = userOutput.size,
@@ -88,58 +88,67 @@ private[kstreams] object ArrivalOrder {
     * [[Partition]], [[Order]], [[TimestampMicros]]), for code that groups them itself (Python's
     * `transformWithState`); grouping on [[Group]] keeps the arrival order. */
   def arranged(df: DataFrame, columns: ResolvedColumns, group: GroupScope): DataFrame =
-    arrange(df, columns, group, Nil, None, compact = false)._1
+    arrange(df, columns, group, Nil, None)._1
 
   val Payload = "payload"
-  private val Offset = "__kstreams_offset"
-  private val KeyNull = "__kstreams_key_null"
-  private val Key = "__kstreams_key"
 
   /** Like [[prepare]], for processors that never look at the user's columns: those travel as one
     * byte array ([[Payload]], an UnsafeRow) and the helper columns are plain numbers, so no row is
     * converted to JVM objects. Rows are read as [[CompactRecord]]s; null timestamps and partitions
     * fail in Catalyst (`raise_error`) with the same messages.
     *
-    * The dedup key is encoded before the shuffle (it may name columns of the caller's DataFrame);
-    * the payload after the sort, so that this per-record work is spread over the state partitions'
-    * tasks instead of the input's (often one task per micro-batch). */
+    * Only the grouping and sort columns are computed before the shuffle; the rest (checks, the
+    * dedup key's and the payload's encoding) after the sort, so that this per-record work is
+    * spread over the state partitions' tasks instead of the input's (often one task per
+    * micro-batch), and the shuffle carries each value once. */
   def prepareCompact(
       df: DataFrame,
       columns: ResolvedColumns,
       group: GroupScope,
       keyParts: Seq[Column],
       watermarkDelayMicros: Option[Long]): (KeyValueGroupedDataset[Int, CompactRecord], StructType) = {
-    val keyIsNull = keyParts.map(_.isNull).reduce(_ || _)
-    val (sorted, userOutput) = arrange(df, columns, group,
-      Seq(KeyNull -> keyIsNull, Key -> RowBytes.encode(keyParts)), watermarkDelayMicros,
-      compact = true)
-    val named = sorted.select(col(Group), col(Partition).as("partition"), col(Order).as("ordering"),
-      col(TimestampMicros).as("timestampMicros"), col(Offset).as("offset"),
-      col(KeyNull).as("keyNull"), col(Key).as("key"),
-      RowBytes.encode(userOutput.fieldNames.toSeq.map(name => col(quote(name)))).as(Payload))
+    val checked = watermarkAndCheck(df, columns, watermarkDelayMicros)
+    val partitionCol = partitionColumn(columns)
+    val offsetCol = offsetColumn(columns)
+    val tsMicros = columns.timestamp.map(f => timestampMicros(f.name, partitionCol, offsetCol, failOnNull = true))
+      .getOrElse(lit(null).cast(LongType))
+    val userColumns = df.schema.fields.toSeq.map(f => col(quote(f.name)))
+    // one group per partition needs no partition sort key; the global group does
+    val (groupCol, partitionKey) = group match {
+      case GroupScope.PerPartition => (coalesce(partitionCol, lit(-1)), Nil)
+      case GroupScope.Global => (lit(0), Seq(partitionCol.as(Partition)))
+    }
+    val sorted = ArrivalOrderSort.partitionAndSort(
+      checked.select(userColumns ++ Seq(groupCol.as(Group), offsetCol.getOrElse(tsMicros).as(Order)) ++
+        partitionKey: _*),
+      Group, partitionKey.map(_ => Partition) :+ Order)
+    val checkedPartition = when(partitionCol.isNull, raise_error(concat(
+      lit(s"null partition in column '${columns.partition.map(_.name).getOrElse("")}' at "),
+      whereColumn(partitionCol, offsetCol)))).otherwise(partitionCol)
+    val named = sorted.select(col(Group), checkedPartition.as("partition"), col(Order).as("ordering"),
+      tsMicros.as("timestampMicros"),
+      coalesce(offsetCol.getOrElse(lit(null).cast(LongType)), lit(Long.MinValue)).as("offset"),
+      keyParts.map(_.isNull).reduce(_ || _).as("keyNull"), RowBytes.encode(keyParts).as("key"),
+      RowBytes.encode(userColumns).as(Payload))
     (named.groupBy(col(Group)).as[Int, CompactRecord](Encoders.scalaInt, Encoders.product[CompactRecord]),
-      userOutput)
+      userSchema(df, columns))
   }
 
   /** Decodes [[Payload]] back into the user's columns (with their original types and nullability). */
   def unpack(df: DataFrame, userSchema: StructType): DataFrame =
     df.select(RowBytes.decodeNotNull(col(Payload), userSchema).as("r")).select("r.*")
 
-  private def arrange(
-      df: DataFrame,
-      columns: ResolvedColumns,
-      group: GroupScope,
-      extra: Seq[(String, Column)],
-      watermarkDelayMicros: Option[Long],
-      compact: Boolean): (DataFrame, StructType) = {
+  /** `df` with the watermark the operator adds when it has none, and without the records of null
+    * timestamp when those are to be skipped (counted in an observed metric). */
+  private def watermarkAndCheck(
+      df: DataFrame, columns: ResolvedColumns, watermarkDelayMicros: Option[Long]): DataFrame = {
     val tsName = columns.timestamp.map(_.name)
     val watermarked = (watermarkDelayMicros, tsName) match {
       case (Some(delay), Some(ts)) if df.isStreaming && !hasWatermark(df) =>
         df.withWatermark(ts, s"$delay microseconds")
       case _ => df
     }
-
-    val checked = (columns.names.onNullTimestamp, tsName) match {
+    (columns.names.onNullTimestamp, tsName) match {
       case (_, None) | (NullTimestamps.Fail, _) => watermarked
       case (NullTimestamps.Skip, Some(tsName)) =>
         // Skipped records never reach the processor; their count is an observed metric.
@@ -148,49 +157,49 @@ private[kstreams] object ArrivalOrder {
           .observe(name, count_if(col(quote(tsName)).isNull).as("null_timestamps_skipped"))
           .where(col(quote(tsName)).isNotNull)
     }
+  }
 
-    val userColumns = df.schema.fields.toSeq
-    val partitionCol = columns.partition match {
-      case Some(f) => col(quote(f.name)).cast(IntegerType)
-      case None => lit(0)
-    }
-    val offsetCol = columns.offset.map(f => col(quote(f.name)).cast(LongType))
-    def where: Column = whereColumn(partitionCol, offsetCol)
-    val tsMicros = tsName match {
-      case Some(name) if compact => timestampMicros(name, partitionCol, offsetCol, failOnNull = true)
-      case Some(name) => unix_micros(col(quote(name)))
-      case None => lit(null).cast(LongType)
-    }
-    val checkedPartition = if (compact) {
-      when(partitionCol.isNull, raise_error(concat(
-        lit(s"null partition in column '${columns.partition.map(_.name).getOrElse("")}' at "), where)))
-        .otherwise(partitionCol)
-    } else partitionCol
-    val orderCol = offsetCol.getOrElse(tsMicros)
+  private def partitionColumn(columns: ResolvedColumns): Column = columns.partition match {
+    case Some(f) => col(quote(f.name)).cast(IntegerType)
+    case None => lit(0)
+  }
+
+  private def offsetColumn(columns: ResolvedColumns): Option[Column] =
+    columns.offset.map(f => col(quote(f.name)).cast(LongType))
+
+  /** The user's schema as operators return it: the timestamp column without watermark metadata. */
+  private def userSchema(df: DataFrame, columns: ResolvedColumns): StructType =
+    StructType(df.schema.fields.map(f =>
+      if (columns.timestamp.exists(_.name == f.name)) f.copy(metadata = Metadata.empty) else f))
+
+  private def arrange(
+      df: DataFrame,
+      columns: ResolvedColumns,
+      group: GroupScope,
+      extra: Seq[(String, Column)],
+      watermarkDelayMicros: Option[Long]): (DataFrame, StructType) = {
+    val tsName = columns.timestamp.map(_.name)
+    val checked = watermarkAndCheck(df, columns, watermarkDelayMicros)
+    val partitionCol = partitionColumn(columns)
+    val offsetCol = offsetColumn(columns)
+    val tsMicros = tsName.map(name => unix_micros(col(quote(name)))).getOrElse(lit(null).cast(LongType))
     val groupCol = group match {
       case GroupScope.PerPartition => coalesce(partitionCol, lit(-1))
       case GroupScope.Global => lit(0)
     }
-    val userSelected = userColumns.map { f =>
+    val userSelected = df.schema.fields.toSeq.map { f =>
       val c = col(quote(f.name))
       if (tsName.contains(f.name)) c.as(f.name, Metadata.empty) else c
     }
     val helpers = Seq(
       groupCol.as(Group),
-      checkedPartition.as(Partition),
-      orderCol.as(Order),
+      partitionCol.as(Partition),
+      offsetCol.getOrElse(tsMicros).as(Order),
       tsMicros.as(TimestampMicros))
-    val selected =
-      if (compact) {
-        helpers ++ userSelected :+
-          coalesce(offsetCol.getOrElse(lit(null).cast(LongType)), lit(Long.MinValue)).as(Offset)
-      } else userSelected ++ helpers
     val sorted = ArrivalOrderSort.partitionAndSort(
-      checked.select(selected ++ extra.map { case (name, c) => c.as(name) }: _*),
+      checked.select(userSelected ++ helpers ++ extra.map { case (name, c) => c.as(name) }: _*),
       Group, Seq(Partition, Order))
-    val userOutput = userColumns.map(f =>
-      if (tsName.contains(f.name)) f.copy(metadata = Metadata.empty) else f)
-    (sorted, StructType(userOutput))
+    (sorted, userSchema(df, columns))
   }
 
   /** `partition 3, offset 42` as a column, for errors raised inside Catalyst. */

@@ -19,7 +19,9 @@ import org.apache.spark.unsafe.hash.Murmur3_x86_32
   * in-memory map once, applies the rule to every record in memory, and at the end writes one
   * chunk per bucket with the entries that are still live. So the state store sees a few reads and
   * writes per micro-batch instead of a read and a write per record, an entry that died inside the
-  * micro-batch is never written at all, and eviction deletes whole buckets, never scanning keys.
+  * micro-batch is never written at all, and eviction deletes whole buckets, never scanning keys:
+  * as the group's stream time passes them (like Kafka's segments) and, for a partition that went
+  * idle, by one [[Sweeper]] timer per group every `max(interval, 10 min)` of watermark.
   *
   * Why this is exact: in one partition stream time only grows, so an entry that is dead
   * (`ts < streamTime - interval`) stays dead, and reading or writing only live entries is the
@@ -41,6 +43,8 @@ private[kstreams] final class BucketedDedupProcessor(
   @transient private var chunkCounts: MapState[Long, Int] = _
   @transient private var streamTimes: MapState[Int, Long] = _
   @transient private var sweeper: Sweeper = _
+  // one map for all groups of a task, cleared per group: it keeps the size it grew to
+  @transient private lazy val live = new EntryMap
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
     chunks = getHandle.getMapState[Long, Array[Byte]](
@@ -49,13 +53,13 @@ private[kstreams] final class BucketedDedupProcessor(
       "chunkCounts", Encoders.scalaLong, Encoders.scalaInt, TTLConfig.NONE)
     streamTimes = getHandle.getMapState[Int, Long](
       "streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
-    sweeper = new Sweeper(getHandle, intervalMicros)
+    sweeper = new Sweeper(getHandle, math.max(intervalMicros, IdleSweepMicros))
   }
 
   override def handleInputRows(
       group: Int, rows: Iterator[CompactRecord], timerValues: TimerValues): Iterator[CompactOutput] = {
     val times = new StreamTimes(streamTimes)
-    var live: EntryMap = null
+    var loaded = false
     var partition = 0
     var duplicates = 0L
     var lastOrder = Long.MinValue
@@ -64,15 +68,15 @@ private[kstreams] final class BucketedDedupProcessor(
         s"kstreams internal error: partition ${r.partition} arrived out of order " +
           s"(${r.ordering} after $lastOrder). Please report this with the query plan.")
       lastOrder = r.ordering
-      if (live == null) { partition = r.partition; live = load(times.current(partition)) }
+      if (!loaded) { partition = r.partition; load(times.current(partition)); loaded = true }
       val streamTime = times.advance(r.partition, r.timestampMicros)
-      val forward = r.keyNull || shouldForward(live, r, streamTime - intervalMicros)
+      val forward = r.keyNull || shouldForward(r, streamTime - intervalMicros)
       if (!forward) duplicates += 1
       forward
     }.map(r => CompactOutput(r.payload, null, 1L))
     forwarded ++ {
       times.flush()
-      if (live != null) write(live, times.current(partition) - intervalMicros)
+      if (loaded) write(times.current(partition) - intervalMicros)
       if (useTimers) sweeper.ensureArmed(timerValues)
       if (duplicates > 0) Iterator.single(CompactOutput(null, ArrivalOrder.Reasons.Duplicate, duplicates))
       else Iterator.empty
@@ -80,7 +84,7 @@ private[kstreams] final class BucketedDedupProcessor(
   }
 
   /** The spec's rule for a record with a non-null key; updates the in-memory entries. */
-  private def shouldForward(live: EntryMap, r: CompactRecord, liveFrom: Long): Boolean = {
+  private def shouldForward(r: CompactRecord, liveFrom: Long): Boolean = {
     val ts = r.timestampMicros
     val slot = live.find(r.key)
     val isLive = slot >= 0 && live.ts(slot) >= liveFrom
@@ -94,12 +98,15 @@ private[kstreams] final class BucketedDedupProcessor(
     }
   }
 
-  /** The live entries: those of buckets that can hold `ts >= streamTime - interval`. */
-  private def load(streamTime: Long): EntryMap = {
+  /** Reads the live entries into [[live]]: those of buckets that can hold
+    * `ts >= streamTime - interval`. Buckets that cannot are deleted on the way (Kafka's segment
+    * drop as stream time advances). */
+  private def load(streamTime: Long): Unit = {
     val liveFrom = if (streamTime == Long.MinValue) Long.MinValue else streamTime - intervalMicros
-    val live = new EntryMap
-    chunkCounts.iterator().foreach { case (bucket, count) =>
-      if (bucket * bucketMicros + bucketMicros > liveFrom) {
+    live.clear()
+    chunkCounts.iterator().toVector.foreach { case (bucket, count) =>
+      if (bucket * bucketMicros + bucketMicros <= liveFrom) removeBucket(bucket, count)
+      else {
         (0 until count).foreach { i =>
           decode(chunks.getValue(chunkKey(bucket, i))) { (key, ts, offset) =>
             if (ts >= liveFrom) {
@@ -110,12 +117,11 @@ private[kstreams] final class BucketedDedupProcessor(
         }
       }
     }
-    live
   }
 
   /** Appends the entries this micro-batch added and that are still live (`ts >= liveFrom`) as one
     * chunk per bucket; a bucket with many chunks is rewritten as one from all its live entries. */
-  private def write(live: EntryMap, liveFrom: Long): Unit = {
+  private def write(liveFrom: Long): Unit = {
     val added = mutable.LongMap.empty[mutable.ArrayBuffer[Int]]
     live.slots.foreach { slot =>
       if (live.added(slot) && live.ts(slot) >= liveFrom)
@@ -136,16 +142,18 @@ private[kstreams] final class BucketedDedupProcessor(
     }
   }
 
+  private def removeBucket(bucket: Long, count: Int): Unit = {
+    (0 until count).foreach(i => chunks.removeKey(chunkKey(bucket, i)))
+    chunkCounts.removeKey(bucket)
+  }
+
   override def handleExpiredTimer(
       group: Int, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[CompactOutput] = {
     sweeper.fired(timerValues, streamTimes) { streamTime =>
       val evictBelow = streamTime - intervalMicros
       val dead = chunkCounts.iterator().filter { case (bucket, _) =>
         bucket * bucketMicros + bucketMicros <= evictBelow }.toVector
-      dead.foreach { case (bucket, count) =>
-        (0 until count).foreach(i => chunks.removeKey(chunkKey(bucket, i)))
-        chunkCounts.removeKey(bucket)
-      }
+      dead.foreach { case (bucket, count) => removeBucket(bucket, count) }
       chunkCounts.exists()
     }
     Iterator.empty
@@ -154,6 +162,12 @@ private[kstreams] final class BucketedDedupProcessor(
 
 private[kstreams] object BucketedDedupProcessor {
   val MaxChunksPerBucket = 8
+
+  /** How often (in watermark time) the timer sweeps a group: at least every 10 minutes. A group
+    * that gets records drops its dead buckets as it reads them, so the timer is only for
+    * partitions that went idle; a per-interval timer cost about a fifth of the throughput when
+    * the watermark moves by minutes per micro-batch (benchmarks/RESULTS.md). */
+  val IdleSweepMicros: Long = 10L * 60 * 1000 * 1000
 
   def chunkKey(bucket: Long, chunk: Int): Long = (bucket << 20) | chunk
 
@@ -196,6 +210,8 @@ private[kstreams] object BucketedDedupProcessor {
       val slot = probe(key, hash(key))
       if (keys(slot) == null) -1 else slot
     }
+
+    def clear(): Unit = if (size > 0) { Arrays.fill(keys.asInstanceOf[Array[AnyRef]], null); size = 0 }
 
     def put(key: Array[Byte], ts: Long, offset: Long, added: Boolean): Unit = {
       val h = hash(key)

@@ -100,6 +100,37 @@ class DeduplicateSpec extends SparkSuite {
     assert(stateRows.last < 20, s"state rows after each batch: $stateRows")
   }
 
+  /** State rows after each micro-batch of `batches` through deduplicateByKey("5 seconds"). */
+  private def stateRowsPerBatch(batches: Seq[Seq[Event]]): Vector[Long] = {
+    val input = MemoryStream[Event](Encoders.product[Event], spark)
+    val query = KStream(input.toDF()).deduplicateByKey("5 seconds").df.writeStream
+      .format("noop")
+      .option("checkpointLocation", Files.createTempDirectory("idle").toString)
+      .start()
+    try {
+      batches.map { b =>
+        input.addData(b)
+        query.processAllAvailable()
+        query.lastProgress.stateOperators.head.numRowsTotal
+      }.toVector
+    } finally query.stop()
+  }
+
+  test("an idle partition's entries are swept by the watermark within max(interval, 10 min)") {
+    // Partition 0 moves on by 100 s a micro-batch and drops its dead buckets itself; partition 1
+    // gets one record and goes idle. Its entry (a chunk and its count) must go once the
+    // watermark is 10 minutes past it: compare with the same run without partition 1's record.
+    val busy = (0 to 14).map(i => Seq(at(s"k$i", i * 100.0, offset = i + 1, value = s"v$i")))
+    val withIdle = stateRowsPerBatch(Seq(at("idle", 0, partition = 1, offset = 0, value = "i")) +: busy)
+    val without = stateRowsPerBatch(Seq(at("other", 0, offset = 0, value = "o")) +: busy)
+    val runs = s"state rows with an idle partition: $withIdle, without: $without"
+    // until the watermark is 10 minutes past it, partition 1 holds its chunk, its chunk count,
+    // its stream time and its sweep timer
+    assert(withIdle(5) >= without(5) + 3, runs)
+    // swept: only its stream time is left
+    assert(withIdle.last == without.last + 1, runs)
+  }
+
   test("output schema is the input's, nullability included (non-null partition and offset)") {
     val df = batch(Seq(at("a", 1), at("a", 2)))
     assert(!df.schema("partition").nullable)
