@@ -191,7 +191,8 @@ def scaling(args):
             print(f"generating {rows:,} rows, {keys:,} keys ...", flush=True)
             generate(spark, source, run_args)
             chosen = {k: v for k, v in candidates(run_args).items()
-                      if k in ("kstreams", "spark_dedup_within_watermark_rocksdb")}
+                      if k in ("kstreams", "spark_dedup_within_watermark_rocksdb",
+                               "spark_dedup_within_watermark_hdfs")}
             for name, (provider, op) in chosen.items():
                 r = run_one(spark, f"{name}-{rows}-{keys}", provider, op, source, workdir)
                 r.update(name=name, rows=rows, keys=keys)
