@@ -61,6 +61,7 @@ private[kstreams] final class BucketedDedupProcessor(
     val times = new StreamTimes(streamTimes)
     var loaded = false
     var partition = 0
+    var streamTime = Long.MinValue // of the group's one partition: kept here, stored once
     var duplicates = 0L
     var lastOrder = Long.MinValue
     val forwarded = rows.filter { r =>
@@ -68,15 +69,20 @@ private[kstreams] final class BucketedDedupProcessor(
         s"kstreams internal error: partition ${r.partition} arrived out of order " +
           s"(${r.ordering} after $lastOrder). Please report this with the query plan.")
       lastOrder = r.ordering
-      if (!loaded) { partition = r.partition; load(times.current(partition)); loaded = true }
-      val streamTime = times.advance(r.partition, r.timestampMicros)
+      if (!loaded) {
+        partition = r.partition; streamTime = times.current(partition); load(streamTime); loaded = true
+      }
+      if (r.timestampMicros > streamTime) streamTime = r.timestampMicros
       val forward = r.keyNull || shouldForward(r, streamTime - intervalMicros)
       if (!forward) duplicates += 1
       forward
     }.map(r => CompactOutput(r.payload, null, 1L))
     forwarded ++ {
-      times.flush()
-      if (loaded) write(times.current(partition) - intervalMicros)
+      if (loaded) {
+        times.advance(partition, streamTime)
+        times.flush()
+        write(streamTime - intervalMicros)
+      }
       if (useTimers) sweeper.ensureArmed(timerValues)
       if (duplicates > 0) Iterator.single(CompactOutput(null, ArrivalOrder.Reasons.Duplicate, duplicates))
       else Iterator.empty
@@ -86,14 +92,14 @@ private[kstreams] final class BucketedDedupProcessor(
   /** The spec's rule for a record with a non-null key; updates the in-memory entries. */
   private def shouldForward(r: CompactRecord, liveFrom: Long): Boolean = {
     val ts = r.timestampMicros
-    val slot = live.find(r.key)
-    val isLive = slot >= 0 && live.ts(slot) >= liveFrom
+    val slot = live.slotOf(r.key)
+    val isLive = live.occupied(slot) && live.ts(slot) >= liveFrom
     if (isLive && math.abs(live.ts(slot) - ts) <= intervalMicros) {
       // a duplicate; the same record re-delivered after a failure is forwarded again
       hasOffset && r.offset != Long.MinValue && live.offset(slot) == r.offset
     } else {
       // a late record is forwarded and not stored; a dead entry is simply never written back
-      if (ts >= liveFrom) live.put(r.key, ts, r.offset, added = true)
+      if (ts >= liveFrom) live.set(slot, r.key, ts, r.offset, added = true)
       true
     }
   }
@@ -110,8 +116,8 @@ private[kstreams] final class BucketedDedupProcessor(
         (0 until count).foreach { i =>
           decode(chunks.getValue(chunkKey(bucket, i))) { (key, ts, offset) =>
             if (ts >= liveFrom) {
-              val slot = live.find(key)
-              if (slot < 0 || live.ts(slot) < ts) live.put(key, ts, offset, added = false)
+              val slot = live.slotOf(key)
+              if (!live.occupied(slot) || live.ts(slot) < ts) live.set(slot, key, ts, offset, added = false)
             }
           }
         }
@@ -205,22 +211,24 @@ private[kstreams] object BucketedDedupProcessor {
     def added(slot: Int): Boolean = addedFlags(slot)
     def slots: Iterator[Int] = Iterator.range(0, capacity).filter(keys(_) != null)
 
-    /** The slot holding `key`, or -1. */
-    def find(key: Array[Byte]): Int = {
-      val slot = probe(key, hash(key))
-      if (keys(slot) == null) -1 else slot
-    }
+    private var lastHash = 0
+
+    /** The slot of `key`: the one holding it, or the free one where it would go ([[occupied]]
+      * tells which). Hashes the key once for the [[set]] that may follow. */
+    def slotOf(key: Array[Byte]): Int = { lastHash = hash(key); probe(key, lastHash) }
+
+    def occupied(slot: Int): Boolean = keys(slot) != null
 
     def clear(): Unit = if (size > 0) { Arrays.fill(keys.asInstanceOf[Array[AnyRef]], null); size = 0 }
 
-    def put(key: Array[Byte], ts: Long, offset: Long, added: Boolean): Unit = {
-      val h = hash(key)
-      var slot = probe(key, h)
-      if (keys(slot) == null) {
-        if ((size + 1) * 2 > capacity) { grow(); slot = probe(key, h) }
-        keys(slot) = key; hashes(slot) = h; size += 1
+    /** Sets `key`'s entry at `slot`, which [[slotOf]]`(key)` just returned. */
+    def set(slot: Int, key: Array[Byte], ts: Long, offset: Long, added: Boolean): Unit = {
+      var at = slot
+      if (keys(at) == null) {
+        if ((size + 1) * 2 > capacity) { grow(); at = probe(key, lastHash) }
+        keys(at) = key; hashes(at) = lastHash; size += 1
       }
-      timestamps(slot) = ts; offsets(slot) = offset; addedFlags(slot) = added
+      timestamps(at) = ts; offsets(at) = offset; addedFlags(at) = added
     }
 
     private def hash(key: Array[Byte]): Int =
