@@ -11,40 +11,59 @@ import org.apache.spark.unsafe.Platform
 import org.apache.spark.unsafe.hash.Murmur3_x86_32
 
 /** The dedup rule of [[DeduplicateProcessor]] for state scoped to one input partition
-  * (`deduplicateByKey`, `deduplicateByKeyValue`), with a time-bucketed store.
+  * (`deduplicateByKey`, `deduplicateByKeyValue`): work per micro-batch follows the micro-batch's
+  * records (plus what expired), whatever the interval and the number of live keys, and memory is
+  * bounded by [[DedupCaches.MemoryConf]].
   *
-  * Entries are not kept one per key in RocksDB. They are grouped by time bucket
-  * (`max(interval, 1 s)` of event time) into chunks of serialized entries: per micro-batch the
-  * processor reads the chunks that can hold live entries (`ts >= streamTime - interval`) into an
-  * in-memory map once, applies the rule to every record in memory, and at the end writes one
-  * chunk per bucket with the entries that are still live. So the state store sees a few reads and
-  * writes per micro-batch instead of a read and a write per record, an entry that died inside the
-  * micro-batch is never written at all, and eviction deletes whole buckets, never scanning keys:
-  * as the group's stream time passes them (like Kafka's segments) and, for a partition that went
-  * idle, by one [[Sweeper]] timer per group every `max(interval, 10 min)` of watermark.
+  * Store, per group (one input partition):
+  *  - `chunks`/`chunkCounts`: every entry the group stored, appended once per micro-batch as
+  *    chunks of serialized `(key, ts, offset)` under the entry's time bucket
+  *    (`max(interval, 1 s)` of event time). Eviction deletes whole buckets once stream time has
+  *    passed them (Kafka's segment drop), never scanning keys;
+  *  - `entries`: one RocksDB row per key, written only while the group is *spilled* (below);
+  *  - `mode`: whether the group is spilled, and the token of its in-memory map.
+  *
+  * Two ways to look a record's key up:
+  *  - *in memory* (the usual case): the group's live entries are in an [[EntryMap]] that stays in
+  *    the executor between micro-batches ([[DedupCaches]]); a micro-batch reads nothing from the
+  *    store, decides every record in memory and appends one chunk per bucket. The map is used
+  *    only when the token stored with the state version this micro-batch was given is the one the
+  *    map was filed under, i.e. the map is exactly that committed state; otherwise (restart,
+  *    retried batch, another executor) it is rebuilt from the chunks once.
+  *  - *spilled*: when a group's live entries need more than its share of memory, they are written
+  *    to `entries` once and from then on each key is a point lookup (a RocksDB get) the first time
+  *    a micro-batch sees it, and each stored entry a put at the end of the micro-batch. Memory is
+  *    then what one micro-batch touches, flushed whenever it reaches the budget. A group leaves
+  *    this mode when its store has emptied.
   *
   * Why this is exact: in one partition stream time only grows, so an entry that is dead
-  * (`ts < streamTime - interval`) stays dead, and reading or writing only live entries is the
-  * spec's purge; an entry stored for a key always has a larger timestamp than any live entry of
-  * that key, so the largest timestamp read for a key is its current entry.
+  * (`ts < streamTime - interval`) stays dead, and ignoring or never writing dead entries is the
+  * spec's purge; an entry replaces a key's entry only with a larger timestamp (a record younger
+  * than a live entry by at most `interval` is a duplicate, and one older than `streamTime -
+  * interval` is late and never stored), so the largest timestamp read for a key is its current
+  * entry, in the chunks as in `entries`.
   *
   * Output: forwarded records, then one row per micro-batch with the number of duplicates dropped
   * (not one marker row per dropped record), read by [[ArrivalOrder.finishCounted]].
   */
 private[kstreams] final class BucketedDedupProcessor(
-    intervalMicros: Long, hasOffset: Boolean, useTimers: Boolean)
+    intervalMicros: Long, hasOffset: Boolean, useTimers: Boolean, memorySetting: Long)
     extends StatefulProcessor[Int, CompactRecord, CompactOutput] {
 
   import BucketedDedupProcessor._
 
   private val bucketMicros = math.max(intervalMicros, 1000000L)
+  /** Tells this operator's maps apart from other operators' of the same query in [[DedupCaches]];
+    * made once on the driver, so the same in every micro-batch of a run. */
+  private val operatorId = java.util.UUID.randomUUID().toString
 
   @transient private var chunks: MapState[Long, Array[Byte]] = _
   @transient private var chunkCounts: MapState[Long, Int] = _
   @transient private var streamTimes: MapState[Int, Long] = _
+  @transient private var entries: MapState[Array[Byte], DedupEntry] = _
+  @transient private var mode: ValueState[DedupStoreMode] = _
   @transient private var sweeper: Sweeper = _
-  // one map for all groups of a task, cleared per group: it keeps the size it grew to
-  @transient private lazy val live = new EntryMap
+  @transient private lazy val budgetBytes = DedupCaches.budgetBytes(memorySetting)
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
     chunks = getHandle.getMapState[Long, Array[Byte]](
@@ -53,13 +72,17 @@ private[kstreams] final class BucketedDedupProcessor(
       "chunkCounts", Encoders.scalaLong, Encoders.scalaInt, TTLConfig.NONE)
     streamTimes = getHandle.getMapState[Int, Long](
       "streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
+    entries = getHandle.getMapState[Array[Byte], DedupEntry](
+      "entries", Encoders.BINARY, Encoders.product[DedupEntry], TTLConfig.NONE)
+    mode = getHandle.getValueState[DedupStoreMode](
+      "mode", Encoders.product[DedupStoreMode], TTLConfig.NONE)
     sweeper = new Sweeper(getHandle, math.max(intervalMicros, IdleSweepMicros))
   }
 
   override def handleInputRows(
       group: Int, rows: Iterator[CompactRecord], timerValues: TimerValues): Iterator[CompactOutput] = {
     val times = new StreamTimes(streamTimes)
-    var loaded = false
+    var store: GroupStore = null // opened at the group's first record
     var partition = 0
     var streamTime = Long.MinValue // of the group's one partition: kept here, stored once
     var duplicates = 0L
@@ -69,19 +92,20 @@ private[kstreams] final class BucketedDedupProcessor(
         s"kstreams internal error: partition ${r.partition} arrived out of order " +
           s"(${r.ordering} after $lastOrder). Please report this with the query plan.")
       lastOrder = r.ordering
-      if (!loaded) {
-        partition = r.partition; streamTime = times.current(partition); load(streamTime); loaded = true
+      if (store == null) {
+        partition = r.partition; streamTime = times.current(partition)
+        store = new GroupStore(group, liveFromOf(streamTime))
       }
       if (r.timestampMicros > streamTime) streamTime = r.timestampMicros
-      val forward = r.keyNull || shouldForward(r, streamTime - intervalMicros)
+      val forward = r.keyNull || store.shouldForward(r, streamTime - intervalMicros)
       if (!forward) duplicates += 1
       forward
     }.map(r => CompactOutput(r.payload, null, 1L))
     forwarded ++ {
-      if (loaded) {
+      if (store != null) {
         times.advance(partition, streamTime)
         times.flush()
-        write(streamTime - intervalMicros)
+        store.close(streamTime - intervalMicros)
       }
       if (useTimers) sweeper.ensureArmed(timerValues)
       if (duplicates > 0) Iterator.single(CompactOutput(null, ArrivalOrder.Reasons.Duplicate, duplicates))
@@ -89,85 +113,218 @@ private[kstreams] final class BucketedDedupProcessor(
     }
   }
 
-  /** The spec's rule for a record with a non-null key; updates the in-memory entries. */
-  private def shouldForward(r: CompactRecord, liveFrom: Long): Boolean = {
-    val ts = r.timestampMicros
-    val slot = live.slotOf(r.key)
-    val isLive = live.occupied(slot) && live.ts(slot) >= liveFrom
-    if (isLive && math.abs(live.ts(slot) - ts) <= intervalMicros) {
-      // a duplicate; the same record re-delivered after a failure is forwarded again
-      hasOffset && r.offset != Long.MinValue && live.offset(slot) == r.offset
-    } else {
-      // a late record is forwarded and not stored; a dead entry is simply never written back
-      if (ts >= liveFrom) live.set(slot, r.key, ts, r.offset, added = true)
-      true
-    }
-  }
+  private def liveFromOf(streamTime: Long): Long =
+    if (streamTime == Long.MinValue) Long.MinValue else streamTime - intervalMicros
 
-  /** Reads the live entries into [[live]]: those of buckets that can hold
-    * `ts >= streamTime - interval`. Buckets that cannot are deleted on the way (Kafka's segment
-    * drop as stream time advances). */
-  private def load(streamTime: Long): Unit = {
-    val liveFrom = if (streamTime == Long.MinValue) Long.MinValue else streamTime - intervalMicros
-    live.clear()
-    chunkCounts.iterator().toVector.foreach { case (bucket, count) =>
-      if (bucket * bucketMicros + bucketMicros <= liveFrom) removeBucket(bucket, count)
-      else {
-        (0 until count).foreach { i =>
-          decode(chunks.getValue(chunkKey(bucket, i))) { (key, ts, offset) =>
-            if (ts >= liveFrom) {
-              val slot = live.slotOf(key)
-              if (!live.occupied(slot) || live.ts(slot) < ts) live.set(slot, key, ts, offset, added = false)
-            }
+  /** Maps are kept between micro-batches only for streaming queries (a batch DataFrame is one). */
+  private def cacheId(group: Int): Option[String] =
+    if (!useTimers) None else Some(s"${getHandle.getQueryInfo().getQueryId}/$operatorId/$group")
+
+  /** One group's store during one micro-batch. */
+  private final class GroupStore(group: Int, liveFromAtStart: Long) {
+    private val id = cacheId(group)
+    private val stored = if (mode.exists()) mode.get() else null
+    private var spilled = stored != null && stored.spilled
+    // keys this micro-batch stored (they may repeat): written at the end, or when memory runs out
+    private val addedKeys = mutable.ArrayBuffer.empty[Array[Byte]]
+
+    dropDeadBuckets(liveFromAtStart)
+    if (spilled && !chunkCounts.exists()) { entries.clear(); spilled = false } // the store emptied
+
+    private var live: EntryMap =
+      if (spilled) new EntryMap
+      else id.flatMap(i => if (stored == null) None else DedupCaches.checkOut(i, stored.token))
+        .getOrElse(load(liveFromAtStart))
+
+    /** The spec's rule for a record with a non-null key; updates the entries. */
+    def shouldForward(r: CompactRecord, liveFrom: Long): Boolean = {
+      if (live.estimatedBytes > budgetBytes && live.size >= MinFlushEntries) outOfMemory(liveFrom)
+      val ts = r.timestampMicros
+      var slot = live.slotOf(r.key)
+      if (spilled && !live.occupied(slot)) { // first sight of the key in this micro-batch
+        val e = entries.getValue(r.key)
+        if (e == null) live.set(slot, r.key, Long.MinValue, Long.MinValue, added = false)
+        else live.set(slot, r.key, e.timestampMicros, e.offset, added = false)
+        slot = live.slotOf(r.key)
+      }
+      val isLive = live.occupied(slot) && live.ts(slot) >= liveFrom
+      if (isLive && math.abs(live.ts(slot) - ts) <= intervalMicros) {
+        // a duplicate; the same record re-delivered after a failure is forwarded again
+        hasOffset && r.offset != Long.MinValue && live.offset(slot) == r.offset
+      } else {
+        // a late record is forwarded and not stored; a dead entry is simply never written back
+        if (ts >= liveFrom) {
+          live.set(slot, r.key, ts, r.offset, added = true)
+          addedKeys += r.key
+        }
+        true
+      }
+    }
+
+    /** The map reached the budget: forget dead entries; if the live ones still need more than
+      * half of it, spill. A spilled group writes what it added and starts an empty map. */
+    private def outOfMemory(liveFrom: Long): Unit = {
+      if (!spilled) {
+        live.retain(s => live.ts(s) >= liveFrom)
+        if (live.estimatedBytes > budgetBytes / 2) {
+          live.slots.foreach { s =>
+            if (live.ts(s) >= liveFrom) entries.updateValue(live.key(s), DedupEntry(live.ts(s), live.offset(s)))
+          }
+          spilled = true
+        }
+      }
+      if (spilled) { writeAdded(liveFrom); live = new EntryMap }
+    }
+
+    /** Appends what this micro-batch stored and is still live; files the map for the next one. */
+    def close(liveFrom: Long): Unit = {
+      writeAdded(liveFrom)
+      if (spilled) {
+        if (stored == null || !stored.spilled) mode.update(DedupStoreMode(0L, spilled = true))
+        id.foreach(DedupCaches.drop)
+      } else {
+        if (live.size >= live.compactAt) live.retain(s => live.ts(s) >= liveFrom)
+        val token = newToken()
+        mode.update(DedupStoreMode(token, spilled = false))
+        id.foreach(DedupCaches.checkIn(_, token, live, budgetBytes))
+      }
+    }
+
+    private def writeAdded(liveFrom: Long): Unit = {
+      val byBucket = mutable.LongMap.empty[mutable.ArrayBuffer[Int]]
+      addedKeys.foreach { key =>
+        val slot = live.slotOf(key)
+        if (live.occupied(slot) && live.added(slot)) {
+          live.markWritten(slot)
+          if (live.ts(slot) >= liveFrom) {
+            byBucket.getOrElseUpdate(Math.floorDiv(live.ts(slot), bucketMicros), mutable.ArrayBuffer.empty) += slot
+            if (spilled) entries.updateValue(key, DedupEntry(live.ts(slot), live.offset(slot)))
           }
         }
       }
+      addedKeys.clear()
+      byBucket.foreach { case (bucket, slots) => appendChunks(bucket, slots) }
     }
-  }
 
-  /** Appends the entries this micro-batch added and that are still live (`ts >= liveFrom`) as one
-    * chunk per bucket; a bucket with many chunks is rewritten as one from all its live entries. */
-  private def write(liveFrom: Long): Unit = {
-    val added = mutable.LongMap.empty[mutable.ArrayBuffer[Int]]
-    live.slots.foreach { slot =>
-      if (live.added(slot) && live.ts(slot) >= liveFrom)
-        added.getOrElseUpdate(Math.floorDiv(live.ts(slot), bucketMicros), mutable.ArrayBuffer.empty) += slot
-    }
-    added.foreach { case (bucket, slots) =>
+    private def appendChunks(bucket: Long, slots: mutable.ArrayBuffer[Int]): Unit = {
+      val encoded = encode(live, slots.toSeq)
       val count = if (chunkCounts.containsKey(bucket)) chunkCounts.getValue(bucket) else 0
-      if (count + 1 > MaxChunksPerBucket) {
-        val all = live.slots.filter(s =>
-          live.ts(s) >= liveFrom && Math.floorDiv(live.ts(s), bucketMicros) == bucket).toVector
-        (1 until count).foreach(i => chunks.removeKey(chunkKey(bucket, i)))
-        chunks.updateValue(chunkKey(bucket, 0), encode(live, all))
-        chunkCounts.updateValue(bucket, 1)
-      } else {
-        chunks.updateValue(chunkKey(bucket, count), encode(live, slots))
-        chunkCounts.updateValue(bucket, count + 1)
+      if (count + encoded.size > MaxChunksPerBucket) compactBucket(bucket, count, encoded)
+      else {
+        encoded.zipWithIndex.foreach { case (chunk, i) => chunks.updateValue(chunkKey(bucket, count + i), chunk) }
+        chunkCounts.updateValue(bucket, count + encoded.size)
       }
     }
+
+    /** A bucket ran out of chunk numbers (one per micro-batch for a long interval): rewrite it with
+      * one entry per key. Happens once per about a million micro-batches of one bucket. */
+    private def compactBucket(bucket: Long, count: Int, more: Seq[Array[Byte]]): Unit = {
+      val merged = new EntryMap
+      ((0 until count).map(i => chunks.getValue(chunkKey(bucket, i))) ++ more).foreach { bytes =>
+        decode(bytes)((key, ts, offset) => merged.putIfNewer(key, ts, offset))
+      }
+      (0 until count).foreach(i => chunks.removeKey(chunkKey(bucket, i)))
+      val rewritten = encode(merged, merged.slots.toSeq)
+      rewritten.zipWithIndex.foreach { case (chunk, i) => chunks.updateValue(chunkKey(bucket, i), chunk) }
+      chunkCounts.updateValue(bucket, rewritten.size)
+    }
+
+    /** The group's live entries read from the chunks (those of buckets that can hold
+      * `ts >= liveFrom`); if they need more than the budget, the group spills instead. */
+    private def load(liveFrom: Long): EntryMap = {
+      val map = new EntryMap
+      val it = liveChunks()
+      while (it.hasNext) {
+        decode(it.next()) { (key, ts, offset) => if (ts >= liveFrom) map.putIfNewer(key, ts, offset) }
+        if (map.estimatedBytes > budgetBytes / 2) {
+          // too many live entries for memory: one row per key in `entries`, newest wins
+          liveChunks().foreach(bytes => decode(bytes) { (key, ts, offset) =>
+            if (ts >= liveFrom) {
+              val e = entries.getValue(key)
+              if (e == null || e.timestampMicros < ts) entries.updateValue(key, DedupEntry(ts, offset))
+            }
+          })
+          spilled = true
+          return new EntryMap
+        }
+      }
+      map
+    }
+
+    private def liveChunks(): Iterator[Array[Byte]] =
+      chunkCounts.iterator().toVector.iterator.flatMap { case (bucket, count) =>
+        Iterator.range(0, count).map(i => chunks.getValue(chunkKey(bucket, i)))
+      }
+
+    /** Deletes the buckets that cannot hold `ts >= liveFrom` (Kafka's segment drop as stream time
+      * advances). */
+    private def dropDeadBuckets(liveFrom: Long): Unit =
+      removeBuckets(chunkCounts.iterator().filter { case (bucket, _) => bucketEnd(bucket) <= liveFrom }.toVector,
+        liveFrom, spilled)
   }
 
-  private def removeBucket(bucket: Long, count: Int): Unit = {
-    (0 until count).foreach(i => chunks.removeKey(chunkKey(bucket, i)))
-    chunkCounts.removeKey(bucket)
-  }
+  private def bucketEnd(bucket: Long): Long = bucket * bucketMicros + bucketMicros
+
+  /** Deletes `dead` buckets; for a spilled group also the `entries` rows they hold that are dead
+    * (`ts < evictBelow`): a key whose entry was replaced by a younger one keeps it. */
+  private def removeBuckets(dead: Seq[(Long, Int)], evictBelow: Long, spilled: Boolean): Unit =
+    dead.foreach { case (bucket, count) =>
+      (0 until count).foreach { i =>
+        if (spilled) decode(chunks.getValue(chunkKey(bucket, i))) { (key, _, _) =>
+          val e = entries.getValue(key)
+          if (e != null && e.timestampMicros < evictBelow) entries.removeKey(key)
+        }
+        chunks.removeKey(chunkKey(bucket, i))
+      }
+      chunkCounts.removeKey(bucket)
+    }
 
   override def handleExpiredTimer(
       group: Int, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[CompactOutput] = {
-    sweeper.fired(timerValues, streamTimes) { streamTime =>
-      val evictBelow = streamTime - intervalMicros
-      val dead = chunkCounts.iterator().filter { case (bucket, _) =>
-        bucket * bucketMicros + bucketMicros <= evictBelow }.toVector
-      dead.foreach { case (bucket, count) => removeBucket(bucket, count) }
-      chunkCounts.exists()
+    sweeper.fired(timerValues, streamTimes) { sweepTime =>
+      val evictBelow = sweepTime - intervalMicros
+      val dead = chunkCounts.iterator().filter { case (bucket, _) => bucketEnd(bucket) <= evictBelow }.toVector
+      if (dead.nonEmpty) {
+        val current = if (mode.exists()) mode.get() else DedupStoreMode(0L, spilled = false)
+        removeBuckets(dead, evictBelow, current.spilled)
+        // The watermark may be past the partition's own stream time (an idle partition): then
+        // entries the processor still counts as live are gone, and a kept map would disagree with
+        // the store. Such a map is never used again: the token changes.
+        val ownLiveFrom = liveFromOf(streamTimes.values().foldLeft(Long.MinValue)(math.max))
+        if (!current.spilled && dead.exists { case (bucket, _) => bucketEnd(bucket) > ownLiveFrom }) {
+          mode.update(current.copy(token = newToken()))
+          cacheId(group).foreach(DedupCaches.drop)
+        }
+      }
+      val left = chunkCounts.exists()
+      if (!left && mode.exists()) { // nothing stored any more: neither a map nor spilled entries
+        if (mode.get().spilled) entries.clear()
+        mode.clear()
+        cacheId(group).foreach(DedupCaches.drop)
+      }
+      left
     }
     Iterator.empty
   }
 }
 
+/** A key's entry in a spilled group's `entries` (see [[BucketedDedupProcessor]]). */
+final case class DedupEntry(timestampMicros: Long, offset: Long)
+
+/** Whether a group's entries are spilled to `entries`, and the token its in-memory map is filed
+  * under in [[DedupCaches]] (see [[BucketedDedupProcessor]]). */
+final case class DedupStoreMode(token: Long, spilled: Boolean)
+
 private[kstreams] object BucketedDedupProcessor {
-  val MaxChunksPerBucket = 8
+  /** Chunk numbers per bucket (the low 20 bits of a chunk key). */
+  val MaxChunksPerBucket: Int = 1 << 20
+
+  /** Entries per chunk at most, so that one RocksDB value stays a few MB. */
+  val MaxChunkEntries = 65536
+
+  /** A spilled group's map is flushed at the budget, but never holding fewer entries than this
+    * (an empty map's arrays alone take about 25 KB). */
+  val MinFlushEntries = 256
 
   /** How often (in watermark time) the timer sweeps a group: at least every 10 minutes. A group
     * that gets records drops its dead buckets as it reads them, so the timer is only for
@@ -177,12 +334,20 @@ private[kstreams] object BucketedDedupProcessor {
 
   def chunkKey(bucket: Long, chunk: Int): Long = (bucket << 20) | chunk
 
-  /** Entries as `[key length][key][timestamp][offset]`, one after the other. */
-  def encode(live: EntryMap, slots: Iterable[Int]): Array[Byte] = {
-    val out = ByteBuffer.allocate(slots.iterator.map(s => 4 + live.key(s).length + 16).sum)
-    slots.foreach(s => out.putInt(live.key(s).length).put(live.key(s)).putLong(live.ts(s)).putLong(live.offset(s)))
-    out.array()
+  /** A random token, never 0 (the token of no map). */
+  def newToken(): Long = {
+    val t = java.util.concurrent.ThreadLocalRandom.current().nextLong()
+    if (t == 0L) 1L else t
   }
+
+  /** Entries as `[key length][key][timestamp][offset]`, one after the other, in chunks of at most
+    * [[MaxChunkEntries]]. */
+  def encode(live: EntryMap, slots: Seq[Int]): Seq[Array[Byte]] =
+    slots.grouped(MaxChunkEntries).map { part =>
+      val out = ByteBuffer.allocate(part.iterator.map(s => 4 + live.key(s).length + 16).sum)
+      part.foreach(s => out.putInt(live.key(s).length).put(live.key(s)).putLong(live.ts(s)).putLong(live.offset(s)))
+      out.array()
+    }.toSeq
 
   def decode(bytes: Array[Byte])(f: (Array[Byte], Long, Long) => Unit): Unit = {
     val in = ByteBuffer.wrap(bytes)
@@ -193,9 +358,10 @@ private[kstreams] object BucketedDedupProcessor {
     }
   }
 
-  /** Dedup key bytes -> (timestamp, offset, added this micro-batch), open addressing in flat
+  /** Dedup key bytes -> (timestamp, offset, added and not yet written), open addressing in flat
     * arrays: the per-record lookup is a hash of the key's bytes and an array probe, no boxing and
-    * no allocation. Keys are never removed (dead entries are ignored by timestamp). */
+    * no allocation. Dead entries stay until [[retain]] rebuilds the map (they are ignored by
+    * timestamp), which the processor does when the map has doubled since the last rebuild. */
   final class EntryMap {
     private var capacity = 1024
     private var keys = new Array[Array[Byte]](capacity)
@@ -203,13 +369,20 @@ private[kstreams] object BucketedDedupProcessor {
     private var timestamps = new Array[Long](capacity)
     private var offsets = new Array[Long](capacity)
     private var addedFlags = new Array[Boolean](capacity)
-    private var size = 0
+    private var count = 0
+    private var keyBytes = 0L
+    /** Size at which the processor drops dead entries next (twice the live size of the last time). */
+    var compactAt: Int = 1 << 16
 
+    def size: Int = count
     def key(slot: Int): Array[Byte] = keys(slot)
     def ts(slot: Int): Long = timestamps(slot)
     def offset(slot: Int): Long = offsets(slot)
     def added(slot: Int): Boolean = addedFlags(slot)
     def slots: Iterator[Int] = Iterator.range(0, capacity).filter(keys(_) != null)
+
+    /** Heap bytes held: the slot arrays and the keys (an array header of 16 bytes each). */
+    def estimatedBytes: Long = capacity.toLong * SlotBytes + keyBytes + count.toLong * 16
 
     private var lastHash = 0
 
@@ -219,16 +392,50 @@ private[kstreams] object BucketedDedupProcessor {
 
     def occupied(slot: Int): Boolean = keys(slot) != null
 
-    def clear(): Unit = if (size > 0) { Arrays.fill(keys.asInstanceOf[Array[AnyRef]], null); size = 0 }
+    def clear(): Unit = if (count > 0) {
+      Arrays.fill(keys.asInstanceOf[Array[AnyRef]], null); count = 0; keyBytes = 0
+    }
 
     /** Sets `key`'s entry at `slot`, which [[slotOf]]`(key)` just returned. */
     def set(slot: Int, key: Array[Byte], ts: Long, offset: Long, added: Boolean): Unit = {
       var at = slot
       if (keys(at) == null) {
-        if ((size + 1) * 2 > capacity) { grow(); at = probe(key, lastHash) }
-        keys(at) = key; hashes(at) = lastHash; size += 1
+        if ((count + 1) * 2 > capacity) { grow(capacity * 2); at = probe(key, lastHash) }
+        keys(at) = key; hashes(at) = lastHash; count += 1; keyBytes += key.length
       }
       timestamps(at) = ts; offsets(at) = offset; addedFlags(at) = added
+    }
+
+    /** Keeps the entry with the larger timestamp (reading stored entries, which may repeat a key). */
+    def putIfNewer(key: Array[Byte], ts: Long, offset: Long): Unit = {
+      val slot = slotOf(key)
+      if (!occupied(slot) || this.ts(slot) < ts) set(slot, key, ts, offset, added = false)
+    }
+
+    def markWritten(slot: Int): Unit = addedFlags(slot) = false
+
+    /** Keeps only the slots for which `keep` holds, in a map sized for them. */
+    def retain(keep: Int => Boolean): Unit = {
+      val kept = slots.filter(keep).toArray
+      val (oldKeys, oldHashes, oldTs, oldOffsets, oldAdded) = (keys, hashes, timestamps, offsets, addedFlags)
+      var newCapacity = 1024
+      while (kept.length.toLong * 2 > newCapacity) newCapacity *= 2
+      allocate(newCapacity)
+      count = 0; keyBytes = 0
+      kept.foreach { s =>
+        val slot = probe(oldKeys(s), oldHashes(s))
+        keys(slot) = oldKeys(s); hashes(slot) = oldHashes(s); timestamps(slot) = oldTs(s)
+        offsets(slot) = oldOffsets(s); addedFlags(slot) = oldAdded(s)
+        count += 1; keyBytes += oldKeys(s).length
+      }
+      compactAt = math.max(1 << 16, count * 2)
+    }
+
+    private def allocate(newCapacity: Int): Unit = {
+      capacity = newCapacity
+      keys = new Array[Array[Byte]](capacity); hashes = new Array[Int](capacity)
+      timestamps = new Array[Long](capacity); offsets = new Array[Long](capacity)
+      addedFlags = new Array[Boolean](capacity)
     }
 
     private def hash(key: Array[Byte]): Int =
@@ -242,12 +449,9 @@ private[kstreams] object BucketedDedupProcessor {
       slot
     }
 
-    private def grow(): Unit = {
+    private def grow(newCapacity: Int): Unit = {
       val (oldKeys, oldHashes, oldTs, oldOffsets, oldAdded) = (keys, hashes, timestamps, offsets, addedFlags)
-      capacity *= 2
-      keys = new Array[Array[Byte]](capacity); hashes = new Array[Int](capacity)
-      timestamps = new Array[Long](capacity); offsets = new Array[Long](capacity)
-      addedFlags = new Array[Boolean](capacity)
+      allocate(newCapacity)
       var i = 0
       while (i < oldKeys.length) {
         if (oldKeys(i) != null) {
@@ -259,4 +463,7 @@ private[kstreams] object BucketedDedupProcessor {
       }
     }
   }
+
+  /** Bytes per slot of [[EntryMap]]: a key reference, a hash, a timestamp, an offset, a flag. */
+  private val SlotBytes = 4 + 4 + 8 + 8 + 1
 }

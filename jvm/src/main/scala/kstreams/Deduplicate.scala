@@ -61,8 +61,8 @@ private[kstreams] object Deduplicate {
       metricName: String): DataFrame = {
     val (grouped, userSchema) = ArrivalOrder.prepareCompact(
       df, resolved, GroupScope.PerPartition, parts.map(_._2), Some(intervalMicros))
-    val processor = new BucketedDedupProcessor(
-      intervalMicros, hasOffset = resolved.offset.isDefined, useTimers = df.isStreaming)
+    val processor = new BucketedDedupProcessor(intervalMicros, hasOffset = resolved.offset.isDefined,
+      useTimers = df.isStreaming, memorySetting = DedupCaches.memorySetting(df.sparkSession))
     val timeMode = if (df.isStreaming) TimeMode.EventTime() else TimeMode.None()
     val processed = grouped.transformWithState(processor, timeMode, OutputMode.Append())(
       Encoders.product[CompactOutput]).toDF()

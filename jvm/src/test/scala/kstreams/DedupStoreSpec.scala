@@ -1,0 +1,142 @@
+package kstreams
+
+import java.nio.file.Files
+
+import scala.collection.mutable
+import scala.util.Random
+
+import org.apache.spark.sql.{DataFrame, Encoders}
+import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
+import org.apache.spark.sql.functions.col
+
+/** The per-partition dedup store at every memory setting: kept in memory between micro-batches,
+  * spilled to one RocksDB row per key from the start, and spilling in the middle of a stream, each
+  * against an oracle written from SEMANTICS.md section 2 (not from the processor), in one
+  * micro-batch and in many with restarts; and a kept in-memory map must never outlive a
+  * micro-batch that did not commit. */
+class DedupStoreSpec extends SparkSuite {
+  private val Interval = 30.0 // seconds
+
+  /** Random at-least-once input: 3 partitions, `keys` keys, timestamps moving forward with
+    * out-of-order and late records, adjacent duplicates, and a re-delivered run of partition 1. */
+  private def randomBatches(seed: Int, keys: Int, perPartition: Int, batches: Int): Seq[Seq[Event]] = {
+    val rng = new Random(seed)
+    val all = (0 until 3).flatMap { p =>
+      var t = 1000.0
+      (0 until perPartition).flatMap { i =>
+        t += 0.2
+        val jitter = if (rng.nextInt(10) == 0) -rng.nextInt(60).toDouble else 0.0 // some late
+        val e = Event.at(s"k${rng.nextInt(keys)}", t + jitter, partition = p, offset = i.toLong,
+          value = s"p$p-o$i")
+        if (rng.nextInt(5) == 0) Seq(e, e.copy(offset = i + 100000L, value = s"p$p-o$i-dup")) else Seq(e)
+      }
+    }
+    val inBatches = all.groupBy(e => (e.offset % 100000L) * batches / perPartition).toSeq.sortBy(_._1)
+      .map(_._2.sortBy(e => (e.partition, e.offset)))
+    // partition 1 re-delivers its first 50 records (same offsets) in the second half
+    val replay = inBatches.head.filter(e => e.partition == 1 && e.offset < 50)
+      .map(e => e.copy(value = e.value + "-again"))
+    inBatches.updated(batches / 2, inBatches(batches / 2) ++ replay)
+  }
+
+  /** SEMANTICS.md section 2, per-partition scope, records in arrival order. */
+  private def oracle(batches: Seq[Seq[Event]], dedupKey: Event => Option[Any]): Seq[String] = {
+    val intervalMs = (Interval * 1000).toLong
+    val streamTime = mutable.Map.empty[Int, Long]
+    val store = mutable.Map.empty[(Int, Any), (Long, Long)]
+    val out = mutable.ArrayBuffer.empty[String]
+    for (batch <- batches; r <- batch.sortBy(e => (e.partition, e.offset))) {
+      val t = r.timestamp.getTime
+      val s = math.max(streamTime.getOrElse(r.partition, Long.MinValue), t)
+      streamTime(r.partition) = s
+      dedupKey(r) match {
+        case None => out += r.value
+        case Some(k) =>
+          val entry = store.get((r.partition, k)).filter(_._1 >= s - intervalMs)
+          entry match {
+            case Some((ts, offset)) if math.abs(ts - t) <= intervalMs =>
+              if (offset == r.offset) out += r.value
+            case _ =>
+              out += r.value
+              if (t >= s - intervalMs) store((r.partition, k)) = (t, r.offset)
+          }
+      }
+    }
+    out.toSeq
+  }
+
+  private def withMemory[T](setting: Option[String])(body: => T): T = {
+    setting.foreach(spark.conf.set(DedupCaches.MemoryConf, _))
+    try body finally spark.conf.unset(DedupCaches.MemoryConf)
+  }
+
+  private val operators: Seq[(String, DataFrame => DataFrame, Event => Option[Any])] = Seq(
+    ("deduplicateByKey", df => KStream(df).deduplicateByKey(s"$Interval seconds").df,
+      e => Option(e.key)),
+    ("deduplicateByKeyValue",
+      df => KStream(df).deduplicateByKeyValue(col("offset") % 3, s"$Interval seconds").df,
+      e => Option(e.key).map(k => (k, e.offset % 3))))
+
+  // in memory; spilled within the first micro-batch (256 entries exceed 1 KB); spilling part-way
+  // (about a thousand entries of a partition fill 150 KB)
+  private val memories = Seq("in memory" -> None, "spilled" -> Some("1k"), "spills part-way" -> Some("150k"))
+
+  for ((opName, op, key) <- operators; (memoryName, memory) <- memories) {
+    val batches = randomBatches(seed = 11, keys = 1500, perPartition = 1200, batches = 8)
+    // arrival order is (micro-batch, offset): the "-dup" records' high offsets put them at the end
+    // of their micro-batch, so each split has its own expected output
+    test(s"$opName, $memoryName: the oracle's output in one micro-batch") {
+      val got = withMemory(memory)(eventRows(Seq(batches.flatten), op)).map(_.getAs[String]("value"))
+      assertSame(got, oracle(Seq(batches.flatten), key))
+    }
+    test(s"$opName, $memoryName: the oracle's output over 8 micro-batches with 2 restarts") {
+      val got = withMemory(memory)(eventRows(batches, op, restartBefore = Set(3, 6)))
+        .map(_.getAs[String]("value"))
+      assertSame(got, oracle(batches, key))
+    }
+  }
+
+  private def assertSame(got: Seq[String], want: Seq[String]): Unit =
+    assert(got.sorted == want.sorted,
+      s"forwarded but not by the oracle: ${got.diff(want).take(10)}; missing: ${want.diff(got).take(10)}")
+
+  test("a kept in-memory map is not used after a micro-batch that did not commit") {
+    // No offset column, so a record met again is a duplicate, not a re-delivery: a map that still
+    // held the failed micro-batch's entries would drop that micro-batch's records when it re-runs.
+    val batches = (0 until 5).map(b => (0 until 40).map(i =>
+      Event.at(s"k$b-${i % 25}", 100.0 + b * 5 + i * 0.01, partition = i % 2, offset = b * 100L + i,
+        value = s"b$b-$i")))
+    val want = oracle(batches, e => Option(e.key))
+    val input = MemoryStream[Event](Encoders.product[Event], spark)
+    val deduped = KStream(input.toDF(), StreamColumns(offset = None)).deduplicateByKey(s"$Interval seconds").df
+    val checkpoint = Files.createTempDirectory("kept-map").toString
+    val output = mutable.TreeMap.empty[Long, Seq[String]]
+    var failOnce = true
+    def start() = deduped.writeStream
+      .option("checkpointLocation", checkpoint)
+      .foreachBatch { (df: DataFrame, batchId: Long) =>
+        val rows = df.collect().map(_.getAs[String]("value")).toSeq
+        if (batchId == 2 && failOnce) { failOnce = false; throw new RuntimeException("sink down") }
+        output.synchronized { output(batchId) = rows }
+        ()
+      }
+      .start()
+    var query = start()
+    try {
+      batches.foreach { b =>
+        input.addData(b)
+        try query.processAllAvailable()
+        catch { case _: Exception => // the sink failed after the state was written: restart
+          query.stop(); query = start(); query.processAllAvailable() }
+      }
+    } finally query.stop()
+    assert(!failOnce, "the sink never failed")
+    assertSame(output.values.flatten.toSeq, want)
+  }
+
+  test("a bad memory setting is refused naming the setting") {
+    val e = intercept[KStreamsException](withMemory(Some("lots"))(
+      KStream(batch(Seq(Event.at("a", 1)))).deduplicateByKey("1 s")))
+    assert(e.getMessage.contains(s"cannot read ${DedupCaches.MemoryConf}='lots'"))
+  }
+}
