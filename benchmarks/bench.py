@@ -1,7 +1,9 @@
 """Throughput of deduplicate_by_key against Spark's own dedup operators, same data, same run.
 
-    .venv/bin/python benchmarks/bench.py            # the default benchmark (make bench)
+    .venv/bin/python benchmarks/bench.py            # the default benchmark
     .venv/bin/python benchmarks/bench.py --rows 200000 --keys 150000   # a quick one
+    .venv/bin/python benchmarks/bench.py --regime all   # every regime in turn (make bench)
+    .venv/bin/python benchmarks/bench.py --regime scale # the scale test (make scale-test)
 
 Data (made with Spark, written as Parquet files read one per micro-batch, Trigger.availableNow,
 noop sink): `rows` records, `keys` distinct keys, every `dup_every`-th record an adjacent duplicate
@@ -10,15 +12,30 @@ spread, keys spread over `partitions` partitions with increasing offsets.
 
 Prints a table, writes benchmarks/results/latest.json and latest.png, and rewrites the "Latest
 run" section of benchmarks/RESULTS.md (appending a line to its history).
+
+Other regimes (--regime), each with kstreams and Spark's dropDuplicatesWithinWatermark on the
+RocksDB and the HDFS-backed store, in one session on the same data, --repeat rounds (the median
+reported, every round kept); each prints a table, writes results/<regime>.json and rewrites its
+`<!-- regime:NAME -->` section of RESULTS.md (--no-update: none of that):
+
+* long: a 1-hour interval with --live-keys keys live (built up first), then ms per 20,000-row
+  micro-batch (median, p95), live and peak JVM heap; plot results/long_interval.png.
+* catchup: a 1-hour interval, the first micro-batch 1,000,000 rows: its ms.
+* global: deduplicate by an `id` column with duplicates across partitions; rows/s.
+* scale (by hand, not in `make bench`): kstreams alone with a 2 GB driver, ms per micro-batch at
+  10M against 1M live keys; PASS if at most 1.3x, exit code 1 on FAIL.
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime as dt
 import json
+import math
 import os
 import re
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -43,17 +60,37 @@ def parse_args(argv=None):
                    help="python of a virtualenv with apache-flink (make bench creates .venv-flink)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="an extra Spark setting for every candidate (repeatable)")
-    p.add_argument("--no-update", action="store_true", help="do not touch RESULTS.md / latest.*")
+    p.add_argument("--no-update", action="store_true", help="do not touch RESULTS.md or results/")
     p.add_argument("--note", default="", help="a note for the history line")
     p.add_argument("--scaling", action="store_true",
                    help="instead: the scaling series (kstreams and Spark's RocksDB dedup), written to "
                         "results/scaling.json/png and RESULTS.md")
     p.add_argument("--scaling-rows", default="1000000,4000000,16000000")
     p.add_argument("--scaling-keys", default="10000,1000000,10000000", help="key counts at 4M rows")
+    p.add_argument("--regime", default="default", choices=(*REGIMES, "all", "scale"),
+                   help="default: the benchmark above; long: 1-hour interval with many live keys; catchup: a "
+                        "first micro-batch of a million rows; global: deduplicate by an id column across "
+                        "partitions; all: every one of these in turn (make bench); scale: the scale test "
+                        "(make scale-test)")
+    p.add_argument("--long-interval", default="1 hour", help="the long, catchup and scale regimes' interval")
+    p.add_argument("--live-keys", default="1000000,3000000",
+                   help="long regime: live keys built up before the measured micro-batches (comma-separated)")
+    p.add_argument("--batch-rows", type=int, default=20_000, help="long/scale: rows per measured micro-batch")
+    p.add_argument("--batches", type=int, default=15, help="long/scale: measured micro-batches")
+    p.add_argument("--build-rows", type=int, default=1_000_000,
+                   help="long/scale: at most this many rows per build-up micro-batch")
+    p.add_argument("--catchup-rows", type=int, default=1_000_000, help="catchup: rows of the first micro-batch")
+    p.add_argument("--tune", action="store_true",
+                   help="long/catchup/global: kstreams and Spark's RocksDB dedup under every RocksDB setting "
+                        "variant of TUNING (the experiment behind SPARK_ROCKSDB_CONF)")
+    p.add_argument("--tune-variants", help="with --tune: comma-separated TUNING variants (default: all)")
+    p.add_argument("--scale-keys", default="1000000,10000000", help="scale: the small and the large live-key count")
+    p.add_argument("--scale-max-ratio", type=float, default=1.3,
+                   help="scale: PASS if median ms per micro-batch at the large count / at the small one <= this")
     return p.parse_args(argv)
 
 
-def make_session(extra_conf=()):
+def make_session(extra_conf=(), memory="4g"):
     from pyspark.sql import SparkSession
 
     from kstreams_spark import configure_spark
@@ -69,7 +106,7 @@ def make_session(extra_conf=()):
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "4g")
+        .config("spark.driver.memory", memory)
         .config("spark.driver.extraJavaOptions", os.environ.get("BENCH_JAVA_OPTS", ""))
         .getOrCreate()
     )
@@ -77,22 +114,37 @@ def make_session(extra_conf=()):
     return spark
 
 
-def generate(spark, folder, args):
-    """The benchmark rows, with the formulas kstreams.bench.DedupLimit uses too."""
+def generate(spark, folder, args, with_id=False):
+    """The benchmark rows, with the formulas kstreams.bench.DedupLimit uses too.
+
+    with_id (the global regime): an `id` column, the dedup key as a string ("i" and the key's
+    number), and each row on partition `row number % partitions` instead of `key % partitions`,
+    so a duplicate (the adjacent one and any later one of the same key) lands on another input
+    partition than its original."""
     from pyspark.sql import functions as F
 
     base_ms = int(dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).timestamp() * 1000)
     i = F.col("id")
     key_id = F.when(i % args.dup_every == args.dup_every - 1, i - 1).otherwise(i) if args.dup_every > 0 else i
     spread = F.pmod(key_id * 40503, F.lit(args.spread_ms)) if args.spread_ms > 0 else F.lit(0)
-    df = spark.range(args.rows, numPartitions=args.files).select(
-        F.concat(F.lit("k"), F.pmod(key_id * 2654435761, F.lit(args.keys)).cast("string")).alias("key"),
+    key_no = F.pmod(key_id * 2654435761, F.lit(args.keys)).cast("string")
+    columns = [
+        F.concat(F.lit("k"), key_no).alias("key"),
         F.concat(F.lit("v"), i.cast("string")).alias("value"),
         F.timestamp_millis(F.lit(base_ms) + key_id + spread).alias("timestamp"),
-        F.pmod(key_id, F.lit(args.partitions)).cast("int").alias("partition"),
+        F.pmod(i if with_id else key_id, F.lit(args.partitions)).cast("int").alias("partition"),
         i.alias("offset"),
-    )
+    ]
+    if with_id:
+        columns.append(F.concat(F.lit("i"), key_no).alias("id"))
+    df = spark.range(args.rows, numPartitions=args.files).select(*columns)
     df.write.mode("overwrite").parquet(folder)
+    return order_files(folder)
+
+
+def order_files(folder):
+    """Give the folder's Parquet files increasing modification times in name order (the file
+    source reads them in modification-time order, one per micro-batch); returns their count."""
     files = sorted(f for f in os.listdir(folder) if f.endswith(".parquet"))
     for n, f in enumerate(files):  # file source order = modification time: keep id order
         os.utime(os.path.join(folder, f), (1_700_000_000 + n, 1_700_000_000 + n))
@@ -127,23 +179,40 @@ def tws_floor(df):
     return DataFrame(df.sparkSession._jvm.kstreams.bench.TwsFloor.passThrough(df._jdf), df.sparkSession)
 
 
+def run_query(spark, name, provider, op, source, workdir, conf=None):
+    """Run `op` over the Parquet files in `source` (one file per micro-batch, availableNow, noop
+    sink) with the state store `provider` and the candidate's own Spark settings `conf`, which
+    are set before the query starts and reset (to the session's values) after it ends; returns
+    the query's progress list and its wall time in seconds."""
+    settings = {PROVIDER: provider, **(conf or {})}
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        stream = spark.readStream.schema(spark.read.parquet(source).schema).option("maxFilesPerTrigger", 1).parquet(source)
+        checkpoint = os.path.join(workdir, f"ckpt-{name}")
+        shutil.rmtree(checkpoint, ignore_errors=True)
+        query = op(stream).writeStream.format("noop").option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+        started = time.perf_counter()
+        query.awaitTermination()
+        elapsed = time.perf_counter() - started
+        return query.recentProgress, elapsed
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
 def run_one(spark, name, provider, op, source, workdir):
-    spark.conf.set(PROVIDER, provider)
-    stream = spark.readStream.schema(spark.read.parquet(source).schema).option("maxFilesPerTrigger", 1).parquet(source)
-    checkpoint = os.path.join(workdir, f"ckpt-{name}")
-    shutil.rmtree(checkpoint, ignore_errors=True)
-    query = op(stream).writeStream.format("noop").option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
-    started = time.perf_counter()
-    query.awaitTermination()
-    elapsed = time.perf_counter() - started
-    progress = query.recentProgress
+    progress, elapsed = run_query(spark, name, provider, op, source, workdir)
     rows = sum(p["numInputRows"] for p in progress)
     state_rows = [sum(op["numRowsTotal"] for op in p["stateOperators"]) for p in progress]
     state_bytes = [sum(op["memoryUsedBytes"] for op in p["stateOperators"]) for p in progress]
     out_rows = sum(sum(op["numRowsUpdated"] for op in p["stateOperators"]) for p in progress)
     runtime = spark._jvm.java.lang.Runtime.getRuntime()
     used_heap = runtime.totalMemory() - runtime.freeMemory()
-    spark.conf.set(PROVIDER, ROCKSDB)
     return {
         "rows": rows,
         "seconds": elapsed,
@@ -257,10 +326,665 @@ def plot_scaling(series, path):
     fig.savefig(path, dpi=100)
 
 
+# ---- regimes beyond the default one: long interval, catch-up, global dedup; the scale test ----
+
+REGIMES = ("default", "long", "catchup", "global")
+ROCKSDB_CONF = "spark.sql.streaming.stateStore.rocksdb."
+
+# The variants `bench.py --tune` tries, each on top of Spark's defaults (compactOnCommit is false
+# and trackTotalNumberOfRows true by default: those variants flip them; blockCacheSizeMB is 8,
+# formatVersion 5, compression lz4 by default).
+TUNING = {
+    "defaults": {},
+    "changelog": {ROCKSDB_CONF + "changelogCheckpointing.enabled": "true"},
+    "no_row_count": {ROCKSDB_CONF + "trackTotalNumberOfRows": "false"},
+    "changelog_no_row_count": {ROCKSDB_CONF + "changelogCheckpointing.enabled": "true",
+                               ROCKSDB_CONF + "trackTotalNumberOfRows": "false"},
+    "cache_256mb": {ROCKSDB_CONF + "blockCacheSizeMB": "256"},
+    "write_buffer_64mb": {ROCKSDB_CONF + "writeBufferSizeMB": "64", ROCKSDB_CONF + "maxWriteBufferNumber": "4"},
+    "compact_on_commit": {ROCKSDB_CONF + "compactOnCommit": "true"},
+    "no_compression": {ROCKSDB_CONF + "compression": "none"},
+    "format_v6": {ROCKSDB_CONF + "formatVersion": "6"},
+}
+
+# The settings each candidate runs with in the long, catch-up and global regimes (set for its
+# query only; the default regime keeps the session's settings). Chosen with the experiment
+# `bench.py --regime long --tune` (same data and session, 20,000-row micro-batches, 3 rounds in
+# rotating order, on the shared 2-core VM):
+# * Spark's RocksDB dedup: changelog checkpointing (a commit writes the micro-batch's changes to a
+#   changelog file instead of flushing the memtable and checkpointing SST files; snapshots are
+#   made in the background) plus trackTotalNumberOfRows=false (no extra lookup per put to keep
+#   numRowsTotal; the query then reports no state row count). Median ms per micro-batch against
+#   Spark's defaults: with 500,000 live keys changelog 0.86x, both 0.74x (faster than changelog
+#   alone in 2 of 3 rounds); with 200,000 changelog 0.88x/0.90x, both 0.86x/0.88x. No gain
+#   within the noise from format_v6 (1.03x), write_buffer_64mb (1.13x), no_row_count alone
+#   (1.11x), cache_256mb, no_compression or compact_on_commit (p95 2.6 s) at 100,000.
+SPARK_ROCKSDB_CONF = dict(TUNING["changelog_no_row_count"])
+# * kstreams: Spark's defaults. Changelog checkpointing was 0.89x-0.95x of the defaults' median
+#   and both settings 0.92x-1.05x, but neither won every round (500,000 live keys: defaults
+#   1236/748/533 ms, changelog 898/658/663, both 765/592/690): not clearly a gain.
+KSTREAMS_CONF = {}
+
+
+class HeapMonitor:
+    """The driver JVM's heap while one candidate runs (local mode: driver and executor are one
+    JVM, so this is every task's heap too).
+
+    * live heap: the sum over the heap memory pools (G1 Eden, Survivor, Old Gen) of
+      `MemoryPoolMXBean.getCollectionUsage().getUsed()`, i.e. what each pool held right after the
+      most recent garbage collection: retained data, not garbage waiting to be collected (an upper
+      bound of it: Old Gen keeps promoted garbage until a mixed or full collection). Sampled from
+      a Python thread every `period` seconds over py4j while the candidate runs, and once more at
+      its end; the maximum is reported.
+    * peak heap: the sum over the heap pools of `getPeakUsage().getUsed()` at the end, after a
+      `resetPeakUsage()` at the start: the most each pool held at any moment, garbage included
+      (the pools' peaks need not coincide, so this bounds the true peak from above).
+    * heap after: heap used after a `System.gc()` (a full collection) once the query has ended,
+      its state stores still loaded: what the candidate's state keeps on the heap.
+
+    `System.gc()` runs before the reset so one candidate's garbage is not charged to the next
+    (and measure() first unloads the previous query's state stores). None of these counts
+    off-heap memory: RocksDB's memtables and block cache are native memory (the query's own
+    "peak state MB" is RocksDB's accounting of them); the HDFS-backed store keeps its maps on
+    the heap."""
+
+    def __init__(self, spark, period=0.25):
+        import threading
+
+        jvm = spark._jvm
+        management = jvm.java.lang.management
+        self._system = jvm.java.lang.System
+        self._memory = management.ManagementFactory.getMemoryMXBean()
+        heap = management.MemoryType.HEAP
+        self._pools = [p for p in management.ManagementFactory.getMemoryPoolMXBeans() if p.getType().equals(heap)]
+        self._period = period
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample_loop, daemon=True)
+        self.live_bytes = 0
+        self.peak_bytes = 0
+        self.after_bytes = 0
+
+    def _sample(self):
+        used = 0
+        for pool in self._pools:
+            usage = pool.getCollectionUsage()
+            used += usage.getUsed() if usage is not None else 0
+        self.live_bytes = max(self.live_bytes, used)
+
+    def _sample_loop(self):
+        while not self._stop.wait(self._period):
+            try:
+                self._sample()
+            except Exception:  # the gateway going away at the end of a failed run
+                return
+
+    def __enter__(self):
+        self._system.gc()
+        for pool in self._pools:
+            pool.resetPeakUsage()
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        try:
+            self._sample()
+            self.peak_bytes = sum(pool.getPeakUsage().getUsed() for pool in self._pools)
+            self._system.gc()
+            self.after_bytes = self._memory.getHeapMemoryUsage().getUsed()
+        except Exception:
+            if exc[0] is None:
+                raise
+        return False
+
+
+def percentile(values, q):
+    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, math.ceil(q / 100 * len(ordered)) - 1))]
+
+
+def write_batches(spark, folder, frames):
+    """Write each DataFrame as one Parquet file in `folder` (one micro-batch each, in order)."""
+    os.makedirs(folder, exist_ok=True)
+    staging = folder + ".staging"
+    for n, df in enumerate(frames):
+        part = os.path.join(staging, str(n))
+        df.coalesce(1).write.mode("overwrite").parquet(part)
+        (written,) = [f for f in os.listdir(part) if f.endswith(".parquet")]
+        os.replace(os.path.join(part, written), os.path.join(folder, f"batch-{n:06d}.parquet"))
+    shutil.rmtree(staging, ignore_errors=True)
+    return order_files(folder)
+
+
+def generate_live_keys(spark, folder, live_keys, args):
+    """The long-interval rows: `live_keys` distinct keys built up first, then the measured
+    micro-batches. Returns the number of build-up micro-batches (files).
+
+    * build-up: rows 0..live_keys-1, one new key each ("k<row>"), in micro-batches of at most
+      `build_rows` rows, event times spread evenly over the first 10 minutes;
+    * measured: `batches` micro-batches of `batch_rows` rows, event time starting at minute 10
+      and advancing 1 s per micro-batch (so with a 1-hour interval every key stays live); every
+      `dup_every`-th row (25% by default) repeats a random earlier key (from the build-up or an
+      earlier measured micro-batch), the others are new keys;
+    * a key's partition is `key % partitions`, so a duplicate is on its original's partition
+      (deduplicate_by_key is per partition); offsets are the row number."""
+    from pyspark.sql import functions as F
+
+    base_ms = int(dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).timestamp() * 1000)
+    n_live, size, every = live_keys, args.batch_rows, args.dup_every
+    i = F.col("id")
+    build = i < n_live
+    j = i - n_live                                  # row number among the measured rows
+    batch = F.floor(j / size).cast("long")          # measured micro-batch number
+    pos = F.pmod(j, F.lit(size))                    # row number inside it
+    ts = F.when(build, F.lit(base_ms) + F.floor(i * 600_000 / n_live).cast("long")).otherwise(
+        F.lit(base_ms + 600_000) + batch * 1000 + F.floor(pos * 1000 / size).cast("long"))
+    if every > 1:
+        # an earlier row's number: a build-up row or one of an earlier measured micro-batch; if
+        # that row was itself a duplicate, the new-key row just before it
+        earlier = F.pmod(i * 2654435761, F.greatest(F.lit(n_live), F.lit(n_live) + batch * size))
+        was_dup = (earlier >= n_live) & (F.pmod(F.pmod(earlier - n_live, F.lit(size)), F.lit(every)) == every - 1)
+        earlier = F.when(was_dup, earlier - 1).otherwise(earlier)
+        key_id = F.when(~build & (F.pmod(pos, F.lit(every)) == every - 1), earlier).otherwise(i)
+    else:
+        key_id = i
+
+    def rows(start, end):
+        return spark.range(start, end, 1, 1).select(
+            F.concat(F.lit("k"), key_id.cast("string")).alias("key"),
+            F.concat(F.lit("v"), i.cast("string")).alias("value"),
+            F.timestamp_millis(ts).alias("timestamp"),
+            F.pmod(key_id, F.lit(args.partitions)).cast("int").alias("partition"),
+            i.alias("offset"),
+        )
+
+    step = max(1, args.build_rows)
+    frames = [rows(start, min(n_live, start + step)) for start in range(0, n_live, step)]
+    n_build = len(frames)
+    frames += [rows(n_live + b * size, n_live + (b + 1) * size) for b in range(args.batches)]
+    write_batches(spark, folder, frames)
+    return n_build
+
+
+def dedup_candidates(interval, column=None, tune=None):
+    """The new regimes' candidates: name -> (state store provider, query, Spark settings).
+
+    column None: deduplicate_by_key against dropDuplicatesWithinWatermark(["key"]); a column name:
+    the global deduplicate(F.col(column)) against dropDuplicatesWithinWatermark([column]).
+    tune: a list of TUNING variants: kstreams and Spark's RocksDB dedup once per variant
+    ("<name>+<variant>")."""
+    from pyspark.sql import functions as F
+
+    from kstreams_spark import KStream
+
+    if column is None:
+        def ours(df):
+            return KStream(df).deduplicate_by_key(interval).df
+    else:
+        def ours(df):
+            return KStream(df).deduplicate(F.col(column), interval).df
+
+    def spark_dedup(df):
+        return df.withWatermark("timestamp", interval).dropDuplicatesWithinWatermark([column or "key"])
+
+    if tune:
+        chosen = {}
+        for variant in tune:
+            chosen[f"kstreams+{variant}"] = (ROCKSDB, ours, TUNING[variant])
+            chosen[f"spark_dedup_within_watermark_rocksdb+{variant}"] = (ROCKSDB, spark_dedup, TUNING[variant])
+        return chosen
+    return {
+        "kstreams": (ROCKSDB, ours, KSTREAMS_CONF),
+        "spark_dedup_within_watermark_rocksdb": (ROCKSDB, spark_dedup, SPARK_ROCKSDB_CONF),
+        "spark_dedup_within_watermark_hdfs": (HDFS, spark_dedup, {}),
+    }
+
+
+def tuning(args):
+    """The TUNING variants --tune asks for (None without --tune)."""
+    if not args.tune:
+        return None
+    variants = args.tune_variants.split(",") if args.tune_variants else list(TUNING)
+    unknown = [v for v in variants if v not in TUNING]
+    if unknown:
+        raise SystemExit(f"unknown --tune-variants {unknown}; known: {', '.join(TUNING)}")
+    return variants
+
+
+def only(chosen, args):
+    """The candidates `--only` names (a name, or for --tune variants the name before "+")."""
+    if not args.only:
+        return chosen
+    wanted = set(args.only.split(","))
+    return {k: v for k, v in chosen.items() if k in wanted or k.split("+")[0] in wanted}
+
+
+def unload_state_stores(spark):
+    """Close every state store provider still loaded in this JVM (Spark keeps a finished query's
+    providers, the HDFS store's maps and RocksDB instances included, until its maintenance task
+    unloads them, up to a minute later): so no candidate is charged for the previous one's
+    state. The next query loads its own and restarts the maintenance task."""
+    spark._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
+
+
+def measure(spark, name, candidate, source, workdir, skip=0):
+    """One run of a candidate with the heap monitor: progress-derived times of its data
+    micro-batches (`skip` build-up ones first, not measured), state and heap peaks."""
+    provider, op, conf = candidate
+    unload_state_stores(spark)
+    with HeapMonitor(spark) as heap:
+        progress, elapsed = run_query(spark, name, provider, op, source, workdir, conf)
+    data = [p for p in progress if p["numInputRows"]]
+    measured = [p["durationMs"]["triggerExecution"] for p in data[skip:]]
+    return {
+        "seconds": elapsed,
+        "rows": sum(p["numInputRows"] for p in data),
+        "rows_per_s": sum(p["numInputRows"] for p in data) / elapsed,
+        "build_ms": [p["durationMs"]["triggerExecution"] for p in data[:skip]],
+        "batch_ms": measured,
+        "median_ms": statistics.median(measured) if measured else float("nan"),
+        "p95_ms": percentile(measured, 95) if measured else float("nan"),
+        "peak_state_rows": max([sum(o["numRowsTotal"] for o in p["stateOperators"]) for p in progress] or [0]),
+        "peak_state_bytes": max([sum(o["memoryUsedBytes"] for o in p["stateOperators"]) for p in progress] or [0]),
+        "live_heap_bytes": heap.live_bytes,
+        "peak_heap_bytes": heap.peak_bytes,
+        "heap_after_bytes": heap.after_bytes,
+    }
+
+
+def error_text(e):
+    """The first line of a failed run's error, without Spark's query-id preamble."""
+    text = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return re.sub(r"^\[STREAM_FAILED\] Query \[.*?\] terminated with exception: ", "", text)[:300]
+
+
+def stop_quietly(spark):
+    """Stop the session; after an out-of-memory error the JVM may be gone already."""
+    try:
+        spark.stop()
+    except Exception as e:
+        print(f"(stopping Spark: {error_text(e)})")
+
+
+def rotated(chosen, round_no):
+    """The candidates in round `round_no`'s order: each round starts one candidate later, so none
+    always runs first or right after the same neighbour (the shared machine's load drifts)."""
+    items = list(chosen.items())
+    shift = round_no % len(items) if items else 0
+    return items[shift:] + items[:shift]
+
+
+def run_rounds(spark, chosen, source, workdir, args, key, describe, skip=0, label=""):
+    """--repeat rounds of every candidate (order rotating by round) over the same input; per
+    candidate the median round by `key` with every round's value of it ("rounds_<key>"). A failed
+    run (e.g. out of memory) is kept as its error; a candidate whose every run failed is reported
+    as failed."""
+    rounds = {name: [] for name in chosen}
+    for round_no in range(args.repeat):
+        for name, candidate in rotated(chosen, round_no):
+            print(f"running {name}{label} (round {round_no + 1} of {args.repeat}) ...", flush=True)
+            try:
+                r = measure(spark, name, candidate, source, workdir, skip)
+                print(f"  {describe(r)}", flush=True)
+            except Exception as e:
+                r = {"error": error_text(e)}
+                print(f"  failed: {r['error']}", flush=True)
+            rounds[name].append(r)
+    results = []
+    for name, runs in rounds.items():
+        ok = [r for r in runs if "error" not in r]
+        if ok:
+            middle = sorted(ok, key=lambda r: r[key])[len(ok) // 2]
+            result = dict(middle, **{f"rounds_{key}": [r[key] for r in ok]})
+            if len(ok) < len(runs):
+                result["failed_rounds"] = [r["error"] for r in runs if "error" in r]
+        else:
+            result = {"error": runs[0]["error"]}
+        results.append(dict(result, name=name, conf=chosen[name][2]))
+    return results
+
+
+def warm_up(spark, chosen, workdir, args):
+    """JIT and RocksDB native loading, not measured: each candidate once over a tiny stream."""
+    small = copy.copy(args)
+    small.batch_rows, small.batches, small.build_rows = 2_000, 2, 20_000
+    source = os.path.join(workdir, "warmup")
+    generate_live_keys(spark, source, 20_000, small)
+    for name, candidate in chosen.items():
+        measure(spark, "warmup-" + name, candidate, source, workdir)
+    shutil.rmtree(source, ignore_errors=True)
+
+
+def new_session(args, memory="4g"):
+    spark = make_session(args.conf, memory)
+    # keep every micro-batch's progress (the scale test's build-up alone is 10 of them)
+    spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "10000")
+    return spark
+
+
+def reference(results, r, **same):
+    """The row `r` is compared with: kstreams' (with --tune: the same candidate's on Spark's
+    defaults) among `results` with the same values of `same`; None for that row itself or if
+    either failed."""
+    base, _, variant = r["name"].partition("+")
+    name = f"{base}+defaults" if variant else "kstreams"
+    ref = next((o for o in results if o["name"] == name and all(o.get(k) == v for k, v in same.items())), None)
+    return None if ref is r or ref is None or "error" in ref or "error" in r else ref
+
+
+def versus(args):
+    """The ratio column's header for ms."""
+    if args.tune:
+        return "variant ÷ same candidate on defaults, ms (<1: variant faster)"
+    return "candidate ÷ kstreams, ms (>1: kstreams faster)"
+
+
+def mb(r, key, digits=0):
+    return f"{r[key] / 1e6:,.{digits}f}" if key in r else ""
+
+
+def failed(r, columns):
+    """A table row's cells after the candidate's name for a candidate whose every run failed."""
+    return f" failed: {r['error'][:120].replace('|', '/')} |" + " |" * (columns - 1)
+
+
+def rocksdb_settings():
+    return ", ".join(f"`{k.replace(ROCKSDB_CONF, '')}={v}`" for k, v in SPARK_ROCKSDB_CONF.items()) or "defaults"
+
+
+def regime_long(args):
+    """Long interval: ms per `batch_rows`-row micro-batch with `live_keys` keys live."""
+    sizes = [int(n) for n in args.live_keys.split(",")]
+    spark = new_session(args)
+    workdir = tempfile.mkdtemp(prefix="kstreams-long-")
+    chosen = only(dedup_candidates(args.long_interval, tune=tuning(args)), args)
+    results = []
+    try:
+        warm_up(spark, chosen, workdir, args)
+        for live in sizes:
+            source = os.path.join(workdir, f"input-{live}")
+            print(f"generating {live:,} live keys (build-up micro-batches of {args.build_rows:,} rows), then "
+                  f"{args.batches} micro-batches of {args.batch_rows:,} rows ...", flush=True)
+            skip = generate_live_keys(spark, source, live, args)
+            for r in run_rounds(spark, chosen, source, workdir, args, "median_ms", lambda r: (
+                    f"median {r['median_ms']:,.0f} ms, p95 {r['p95_ms']:,.0f} ms per micro-batch, "
+                    f"live heap {r['live_heap_bytes'] / 1e6:,.0f} MB"), skip, f", {live:,} live keys"):
+                results.append(dict(r, live_keys=live))
+            shutil.rmtree(source, ignore_errors=True)
+    finally:
+        stop_quietly(spark)
+        shutil.rmtree(workdir, ignore_errors=True)
+    lines = [(f"| live keys | candidate | median ms per {args.batch_rows:,}-row micro-batch | p95 ms | "
+              f"{versus(args)}, median | every round, median ms | live heap MB | peak heap MB | "
+              "heap after, MB | peak state MB |"),
+             "|---:|---|---:|---:|---:|---|---:|---:|---:|---:|"]
+    for r in results:
+        row = f"| {r['live_keys']:,} | {r['name']} |"
+        if "error" in r:
+            lines.append(row + failed(r, 8))
+            continue
+        ours = reference(results, r, live_keys=r["live_keys"])
+        ratio = f"{r['median_ms'] / ours['median_ms']:.2f}x" if ours and ours["median_ms"] else ""
+        every = ", ".join(f"{x:,.0f}" for x in r["rounds_median_ms"])
+        lines.append(row + f" {r['median_ms']:,.0f} | {r['p95_ms']:,.0f} | {ratio} | {every} | "
+                     f"{mb(r, 'live_heap_bytes')} | {mb(r, 'peak_heap_bytes')} | {mb(r, 'heap_after_bytes')} | "
+                     f"{mb(r, 'peak_state_bytes', 1)} |")
+    table = "\n".join(lines)
+    print()
+    print(table)
+    method = (f"Interval {args.long_interval}; per size, the live keys are built up first (micro-batches of at most "
+              f"{args.build_rows:,} rows, all distinct keys, not measured), then {args.batches} micro-batches of "
+              f"{args.batch_rows:,} rows (1 in {args.dup_every} a duplicate of a random earlier key, the rest new "
+              "keys, event time +1 s per micro-batch, all inside the interval) are measured: "
+              "`durationMs.triggerExecution` of each, median and p95 over them; the median of "
+              f"{args.repeat} rounds (candidate order rotating by round), every round's median listed. Heap "
+              "(`HeapMonitor` in bench.py): live = the heap pools' usage after the latest GC, the most over the "
+              "run; peak = the pools' peak usage, garbage included; after = heap used after a full GC once the "
+              "query ended, its state stores still loaded. Peak state MB is the query's own `memoryUsedBytes` "
+              f"(RocksDB: native memory). Spark's RocksDB settings: {rocksdb_settings()}.")
+    finish("long", "Long interval (1 hour), large live state", table, method, results, args, plot_long)
+
+
+def regime_catchup(args):
+    """Catch-up: the query's first micro-batch is `catchup_rows` rows at once."""
+    spark = new_session(args)
+    workdir = tempfile.mkdtemp(prefix="kstreams-catchup-")
+    chosen = only(dedup_candidates(args.long_interval, tune=tuning(args)), args)
+    data = copy.copy(args)
+    data.rows, data.keys, data.files, data.spread_ms = args.catchup_rows, args.catchup_rows * 3 // 4, 1, 0
+    try:
+        warm_up(spark, chosen, workdir, args)
+        source = os.path.join(workdir, "input")
+        print(f"generating {data.rows:,} rows ({data.keys:,} keys, 1 in {data.dup_every} a duplicate) "
+              "in one file ...", flush=True)
+        generate(spark, source, data)
+        results = run_rounds(spark, chosen, source, workdir, args, "median_ms", lambda r: (
+            f"first micro-batch {r['median_ms']:,.0f} ms, live heap {r['live_heap_bytes'] / 1e6:,.0f} MB"))
+    finally:
+        stop_quietly(spark)
+        shutil.rmtree(workdir, ignore_errors=True)
+    lines = [(f"| candidate | ms for the first micro-batch ({args.catchup_rows:,} rows, median) | "
+              f"{versus(args)} | every round, ms | rows/s in it | live heap MB | peak heap MB | "
+              "heap after, MB | peak state MB |"),
+             "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
+    for r in results:
+        row = f"| {r['name']} |"
+        if "error" in r:
+            lines.append(row + failed(r, 8))
+            continue
+        ours = reference(results, r)
+        ratio = f"{r['median_ms'] / ours['median_ms']:.2f}x" if ours and ours["median_ms"] else ""
+        every = ", ".join(f"{x:,.0f}" for x in r["rounds_median_ms"])
+        lines.append(row + f" {r['median_ms']:,.0f} | {ratio} | {every} | "
+                     f"{args.catchup_rows / r['median_ms'] * 1000:,.0f} | {mb(r, 'live_heap_bytes')} | "
+                     f"{mb(r, 'peak_heap_bytes')} | {mb(r, 'heap_after_bytes')} | {mb(r, 'peak_state_bytes', 1)} |")
+    table = "\n".join(lines)
+    print()
+    print(table)
+    method = (f"Interval {args.long_interval}; the query's first micro-batch is all {data.rows:,} rows "
+              f"({data.keys:,} keys, 1 in {data.dup_every} an adjacent duplicate, event times 1 ms apart: the "
+              "default regime's formulas, in one file): `durationMs.triggerExecution` of micro-batch 0, the "
+              f"median of {args.repeat} rounds (order rotating), every round listed; heap columns as in the long "
+              f"regime. Spark's RocksDB settings: {rocksdb_settings()}.")
+    finish("catchup", "Catch-up: a first micro-batch of a million rows", table, method, results, args)
+
+
+def regime_global(args):
+    """Global dedup by an id column, duplicates across partitions; rows/s as the default regime."""
+    spark = new_session(args)
+    workdir = tempfile.mkdtemp(prefix="kstreams-global-")
+    chosen = only(dedup_candidates(args.interval, column="id", tune=tuning(args)), args)
+    try:
+        source = os.path.join(workdir, "input")
+        print(f"generating {args.rows:,} rows ({args.keys:,} ids, 1 in {args.dup_every} a duplicate, "
+              f"{args.partitions} partitions, duplicates on other partitions, {args.files} files) ...", flush=True)
+        generate(spark, source, args, with_id=True)
+        small = os.path.join(workdir, "warmup")
+        spark.read.parquet(source).limit(20000).write.parquet(small)
+        for name, candidate in chosen.items():
+            measure(spark, "warmup-" + name, candidate, small, workdir)
+        results = run_rounds(spark, chosen, source, workdir, args, "rows_per_s", lambda r: (
+            f"{r['rows_per_s']:,.0f} rows/s, live heap {r['live_heap_bytes'] / 1e6:,.0f} MB"))
+    finally:
+        stop_quietly(spark)
+        shutil.rmtree(workdir, ignore_errors=True)
+    compare = "defaults ÷ variant, rows/s (<1: variant faster)" if args.tune else "kstreams ÷ candidate"
+    lines = [(f"| candidate | rows/s (median) | {compare} | every round, rows/s | peak state rows | "
+              "peak state MB | live heap MB | peak heap MB | seconds |"),
+             "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
+    for r in results:
+        row = f"| {r['name']} |"
+        if "error" in r:
+            lines.append(row + failed(r, 8))
+            continue
+        ours = reference(results, r)
+        ratio = f"{ours['rows_per_s'] / r['rows_per_s']:.2f}x" if ours else ""
+        every = ", ".join(f"{x / 1000:,.0f}k" for x in r["rounds_rows_per_s"])
+        lines.append(row + f" {r['rows_per_s']:,.0f} | {ratio} | {every} | {r['peak_state_rows']:,} | "
+                     f"{mb(r, 'peak_state_bytes', 1)} | {mb(r, 'live_heap_bytes')} | {mb(r, 'peak_heap_bytes')} | "
+                     f"{r['seconds']:.1f} |")
+    table = "\n".join(lines)
+    print()
+    print(table)
+    method = (f"The default regime's data ({args.rows:,} rows, {args.keys:,} ids, 1 in {args.dup_every} an adjacent "
+              f"duplicate, {args.files} files = micro-batches) with an `id` column, each row on partition "
+              f"`row % {args.partitions}` so that duplicates cross partitions; interval {args.interval}; "
+              "`KStream(df).deduplicate(F.col(\"id\"), interval)` against `withWatermark(\"timestamp\", interval)"
+              ".dropDuplicatesWithinWatermark([\"id\"])`; rows/s = input rows / wall time of the query, the "
+              f"median of {args.repeat} rounds (order rotating). Spark's RocksDB settings: {rocksdb_settings()}"
+              " (with trackTotalNumberOfRows=false its peak state rows read 0).")
+    finish("global", "Global dedup by an id column", table, method, results, args)
+
+
+def finish(regime, title, table, method, results, args, plotter=None):
+    """results/<regime>.json, the plot, and the regime's marked section of RESULTS.md (with
+    --tune only results/<regime>_tune.json: an experiment, not the regime's result)."""
+    if args.no_update:
+        return
+    command = "python benchmarks/bench.py " + " ".join(sys.argv[1:])
+    when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    os.makedirs(RESULTS, exist_ok=True)
+    name = f"{regime}_tune" if args.tune else regime
+    with open(os.path.join(RESULTS, f"{name}.json"), "w") as f:
+        json.dump({"regime": regime, "command": command, "when": when, "results": results}, f, indent=2)
+    if args.tune:
+        return
+    image = ""
+    if plotter is not None and plotter(results, os.path.join(RESULTS, plotter.image), args):
+        image = f"\n\n![{regime}](results/{plotter.image})"
+    update_section(regime, title, f"{when}, `{command.strip()}`\n\n{method}\n\n{table}{image}")
+
+
+def update_section(regime, title, body):
+    """Rewrite RESULTS.md's `<!-- regime:NAME -->` section (added before "## History" if new)."""
+    path = os.path.join(HERE, "RESULTS.md")
+    text = "# Benchmark results\n\n## History\n"
+    if os.path.exists(path):
+        with open(path) as f:
+            text = f.read()
+    start, end = f"<!-- regime:{regime} -->", f"<!-- /regime:{regime} -->"
+    block = f"{start}\n{body}\n{end}"
+    if start in text:
+        text = re.sub(re.escape(start) + ".*" + re.escape(end), lambda _: block, text, flags=re.DOTALL)
+    elif "## History" in text:
+        text = text.replace("## History", f"## {title}\n\n{block}\n\n## History", 1)
+    else:
+        text = text.rstrip() + f"\n\n## {title}\n\n{block}\n"
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def plot_long(results, path, args):
+    """Median ms per micro-batch against live keys, one line per candidate."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.ticker import FuncFormatter
+    except ImportError:
+        print("(matplotlib not installed: no plot)")
+        return False
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for name in dict.fromkeys(r["name"] for r in results):
+        points = sorted((r["live_keys"], r["median_ms"]) for r in results if r["name"] == name and "error" not in r)
+        if points:
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
+    ax.set_xticks(sorted({r["live_keys"] for r in results}))
+    ax.set_xlabel("live keys")
+    ax.set_ylabel(f"median ms per {args.batch_rows:,}-row micro-batch")
+    ax.set_title(f"dedup, {args.long_interval} interval, growing live state (2 cores, local[2])")
+    ax.set_ylim(bottom=0)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1e6:g}M"))
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return True
+
+
+plot_long.image = "long_interval.png"
+
+
+def scale_test(args):
+    """kstreams alone, 2 GB driver: ms per micro-batch with the largest against the smallest
+    live-key count of --scale-keys; PASS if the ratio is at most --scale-max-ratio and every
+    query completed. Returns the exit code (0 PASS, 1 FAIL)."""
+    sizes = [int(n) for n in args.scale_keys.split(",")]
+    small, big = sizes[0], sizes[-1]
+    spark = new_session(args, memory="2g")
+    workdir = tempfile.mkdtemp(prefix="kstreams-scale-")
+    candidate = dedup_candidates(args.long_interval)["kstreams"]
+    medians, completed = {}, True
+    try:
+        warm_up(spark, {"kstreams": candidate}, workdir, args)
+        for live in (small, big):
+            source = os.path.join(workdir, f"input-{live}")
+            print(f"generating {live:,} live keys (build-up micro-batches of {args.build_rows:,} rows), then "
+                  f"{args.batches} micro-batches of {args.batch_rows:,} rows ...", flush=True)
+            skip = generate_live_keys(spark, source, live, args)
+            print(f"running kstreams, {live:,} live keys ...", flush=True)
+            try:
+                r = measure(spark, f"kstreams-{live}", candidate, source, workdir, skip)
+            except Exception as e:  # a failed query (e.g. out of memory) fails the test
+                print(f"  failed: {error_text(e)}", flush=True)
+                completed = False
+                break
+            shutil.rmtree(source, ignore_errors=True)
+            done = len(r["build_ms"]) == skip and len(r["batch_ms"]) == args.batches
+            completed = completed and done
+            medians[live] = r["median_ms"]
+            print(f"  build-up micro-batches, ms: {', '.join(f'{x:,}' for x in r['build_ms'])}", flush=True)
+            print(f"  {len(r['batch_ms'])} of {args.batches} measured micro-batches: median {r['median_ms']:,.0f} ms, "
+                  f"p95 {r['p95_ms']:,.0f} ms; live heap {mb(r, 'live_heap_bytes')} MB, peak heap "
+                  f"{mb(r, 'peak_heap_bytes')} MB, heap after {mb(r, 'heap_after_bytes')} MB, peak state "
+                  f"{mb(r, 'peak_state_bytes', 1)} MB", flush=True)
+    finally:
+        stop_quietly(spark)
+        shutil.rmtree(workdir, ignore_errors=True)
+    ratio = medians[big] / medians[small] if small in medians and big in medians and medians[small] else float("nan")
+    ok = completed and ratio <= args.scale_max_ratio
+    print()
+    for live, ms in medians.items():
+        print(f"median ms per {args.batch_rows:,}-row micro-batch at {live:,} live keys: {ms:,.0f}")
+    print(f"ratio {big:,} / {small:,} live keys: {ratio:.2f} (limit {args.scale_max_ratio}); "
+          f"every query completed: {'yes' if completed else 'no'}")
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+def run_all(argv):
+    """Every regime in turn, each in a Python (and JVM) of its own; returns the worst exit code."""
+    import subprocess
+
+    rest, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--regime":
+            skip = True
+        elif not a.startswith("--regime="):
+            rest.append(a)
+    codes = []
+    for regime in REGIMES:
+        print(f"\n=== regime {regime} ===", flush=True)
+        command = [sys.executable, os.path.abspath(__file__), "--regime", regime, *rest]
+        codes.append(subprocess.run(command, check=False).returncode)
+    return max(codes)
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.scaling:
         return scaling(args)
+    if args.regime == "all":
+        return run_all(sys.argv[1:] if argv is None else argv)
+    if args.regime == "scale":
+        return scale_test(args)
+    if args.regime != "default":
+        return {"long": regime_long, "catchup": regime_catchup, "global": regime_global}[args.regime](args)
     spark = make_session(args.conf)
     from kstreams_spark import KStream  # noqa: F401  (jar is on the classpath)
 
@@ -391,4 +1115,4 @@ def update_results_md(table, latest, args):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
