@@ -383,7 +383,7 @@ class HeapMonitor:
       its state stores still loaded: what the candidate's state keeps on the heap.
 
     `System.gc()` runs before the reset so one candidate's garbage is not charged to the next
-    (and measure() first unloads the previous query's state stores). None of these counts
+    (and measure() first drops what the previous query left loaded: unload_state). None of these counts
     off-heap memory: RocksDB's memtables and block cache are native memory (the query's own
     "peak state MB" is RocksDB's accounting of them); the HDFS-backed store keeps its maps on
     the heap."""
@@ -562,19 +562,39 @@ def only(chosen, args):
     return {k: v for k, v in chosen.items() if k in wanted or k.split("+")[0] in wanted}
 
 
-def unload_state_stores(spark):
-    """Close every state store provider still loaded in this JVM (Spark keeps a finished query's
-    providers, the HDFS store's maps and RocksDB instances included, until its maintenance task
-    unloads them, up to a minute later): so no candidate is charged for the previous one's
-    state. The next query loads its own and restarts the maintenance task."""
-    spark._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
+def unload_state(spark):
+    """Drop what finished queries still hold in this JVM, so that no candidate is charged for the
+    previous one's state (in time, GC work and heap):
+
+    * every state store provider still loaded: Spark keeps a finished query's providers (the HDFS
+      store's maps, RocksDB instances) until its maintenance task unloads them, up to a minute
+      later; the next query loads its own and restarts the maintenance task;
+    * kstreams' in-memory dedup maps (`kstreams.DedupCaches`): they stay filed in the JVM after
+      their query ended, up to a quarter of the heap, until later kstreams queries push them out.
+      There is no public call for this, so its private registry is cleared by reflection; a
+      failure (the registry renamed or gone) is reported once and then ignored."""
+    jvm = spark._jvm
+    jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
+    global _caches_warned
+    try:
+        module = jvm.java.lang.Class.forName("kstreams.DedupCaches$")
+        registry = module.getDeclaredField("filed")
+        registry.setAccessible(True)
+        registry.get(module.getField("MODULE$").get(None)).clear()
+    except Exception as e:
+        if not _caches_warned:
+            print(f"(could not clear kstreams.DedupCaches between candidates: {error_text(e)})", flush=True)
+            _caches_warned = True
+
+
+_caches_warned = False
 
 
 def measure(spark, name, candidate, source, workdir, skip=0):
     """One run of a candidate with the heap monitor: progress-derived times of its data
     micro-batches (`skip` build-up ones first, not measured), state and heap peaks."""
     provider, op, conf = candidate
-    unload_state_stores(spark)
+    unload_state(spark)
     with HeapMonitor(spark) as heap:
         progress, elapsed = run_query(spark, name, provider, op, source, workdir, conf)
     data = [p for p in progress if p["numInputRows"]]
