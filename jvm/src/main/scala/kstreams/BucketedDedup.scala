@@ -123,7 +123,7 @@ private[kstreams] final class BucketedDedupProcessor(
   /** One group's store during one micro-batch. */
   private final class GroupStore(group: Int, liveFromAtStart: Long) {
     private val id = cacheId(group)
-    private val stored = if (mode.exists()) mode.get() else null
+    private val stored = mode.get() // null before the group's first micro-batch
     private var spilled = stored != null && stored.spilled
     // keys this micro-batch stored (they may repeat): written at the end, or when memory runs out
     private val addedKeys = mutable.ArrayBuffer.empty[Array[Byte]]
@@ -143,9 +143,8 @@ private[kstreams] final class BucketedDedupProcessor(
       var slot = live.slotOf(r.key)
       if (spilled && !live.occupied(slot)) { // first sight of the key in this micro-batch
         val e = entries.getValue(r.key)
-        if (e == null) live.set(slot, r.key, Long.MinValue, Long.MinValue, added = false)
-        else live.set(slot, r.key, e.timestampMicros, e.offset, added = false)
-        slot = live.slotOf(r.key)
+        slot = if (e == null) live.set(slot, r.key, Long.MinValue, Long.MinValue, added = false)
+          else live.set(slot, r.key, e.timestampMicros, e.offset, added = false)
       }
       val isLive = live.occupied(slot) && live.ts(slot) >= liveFrom
       if (isLive && math.abs(live.ts(slot) - ts) <= intervalMicros) {
@@ -167,8 +166,9 @@ private[kstreams] final class BucketedDedupProcessor(
       if (!spilled) {
         live.retain(s => live.ts(s) >= liveFrom)
         if (live.estimatedBytes > budgetBytes / 2) {
+          // entries of earlier micro-batches; this one's are written by writeAdded below
           live.slots.foreach { s =>
-            if (live.ts(s) >= liveFrom) entries.updateValue(live.key(s), DedupEntry(live.ts(s), live.offset(s)))
+            if (!live.added(s)) entries.updateValue(live.key(s), DedupEntry(live.ts(s), live.offset(s)))
           }
           spilled = true
         }
@@ -258,12 +258,14 @@ private[kstreams] final class BucketedDedupProcessor(
 
     /** Deletes the buckets that cannot hold `ts >= liveFrom` (Kafka's segment drop as stream time
       * advances). */
-    private def dropDeadBuckets(liveFrom: Long): Unit =
-      removeBuckets(chunkCounts.iterator().filter { case (bucket, _) => bucketEnd(bucket) <= liveFrom }.toVector,
-        liveFrom, spilled)
+    private def dropDeadBuckets(liveFrom: Long): Unit = removeBuckets(deadBuckets(liveFrom), liveFrom, spilled)
   }
 
   private def bucketEnd(bucket: Long): Long = bucket * bucketMicros + bucketMicros
+
+  /** The buckets (with their chunk counts) whose every entry has `ts < evictBelow`. */
+  private def deadBuckets(evictBelow: Long): Vector[(Long, Int)] =
+    chunkCounts.iterator().filter { case (bucket, _) => bucketEnd(bucket) <= evictBelow }.toVector
 
   /** Deletes `dead` buckets; for a spilled group also the `entries` rows they hold that are dead
     * (`ts < evictBelow`): a key whose entry was replaced by a younger one keeps it. */
@@ -283,9 +285,9 @@ private[kstreams] final class BucketedDedupProcessor(
       group: Int, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[CompactOutput] = {
     sweeper.fired(timerValues, streamTimes) { sweepTime =>
       val evictBelow = sweepTime - intervalMicros
-      val dead = chunkCounts.iterator().filter { case (bucket, _) => bucketEnd(bucket) <= evictBelow }.toVector
+      val dead = deadBuckets(evictBelow)
+      val current = Option(mode.get()).getOrElse(DedupStoreMode(0L, spilled = false))
       if (dead.nonEmpty) {
-        val current = if (mode.exists()) mode.get() else DedupStoreMode(0L, spilled = false)
         removeBuckets(dead, evictBelow, current.spilled)
         // The watermark may be past the partition's own stream time (an idle partition): then
         // entries the processor still counts as live are gone, and a kept map would disagree with
@@ -298,7 +300,7 @@ private[kstreams] final class BucketedDedupProcessor(
       }
       val left = chunkCounts.exists()
       if (!left && mode.exists()) { // nothing stored any more: neither a map nor spilled entries
-        if (mode.get().spilled) entries.clear()
+        if (current.spilled) entries.clear()
         mode.clear()
         cacheId(group).foreach(DedupCaches.drop)
       }
@@ -396,14 +398,16 @@ private[kstreams] object BucketedDedupProcessor {
       Arrays.fill(keys.asInstanceOf[Array[AnyRef]], null); count = 0; keyBytes = 0
     }
 
-    /** Sets `key`'s entry at `slot`, which [[slotOf]]`(key)` just returned. */
-    def set(slot: Int, key: Array[Byte], ts: Long, offset: Long, added: Boolean): Unit = {
+    /** Sets `key`'s entry at `slot`, which [[slotOf]]`(key)` just returned; returns the slot it is
+      * in now (another one if the map grew). */
+    def set(slot: Int, key: Array[Byte], ts: Long, offset: Long, added: Boolean): Int = {
       var at = slot
       if (keys(at) == null) {
         if ((count + 1) * 2 > capacity) { grow(capacity * 2); at = probe(key, lastHash) }
         keys(at) = key; hashes(at) = lastHash; count += 1; keyBytes += key.length
       }
       timestamps(at) = ts; offsets(at) = offset; addedFlags(at) = added
+      at
     }
 
     /** Keeps the entry with the larger timestamp (reading stored entries, which may repeat a key). */

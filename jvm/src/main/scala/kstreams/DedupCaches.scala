@@ -1,7 +1,5 @@
 package kstreams
 
-import java.util.concurrent.ConcurrentHashMap
-
 import scala.jdk.CollectionConverters._
 
 import org.apache.spark.network.util.JavaUtils
@@ -20,8 +18,9 @@ import org.apache.spark.sql.SparkSession
   * then rebuilds it from the store.
   *
   * A map is checked out (removed) while a task uses it, so two attempts of the same task never
-  * share one. Maps of idle groups are kept while their total estimated size fits the budget; past
-  * it the least recently used are dropped (their groups re-read the store when they next run).
+  * share one. Maps of idle groups, and of queries that stopped, are kept while their total
+  * estimated size fits the budget; past it the least recently filed are dropped (their groups
+  * re-read the store when they next run). [[clear]] drops them all.
   */
 private[kstreams] object DedupCaches {
   /** Session setting: memory for dedup entries per executor JVM, e.g. `512m`; default a quarter
@@ -44,29 +43,46 @@ private[kstreams] object DedupCaches {
   def budgetBytes(setting: Long): Long =
     if (setting > 0) setting else Runtime.getRuntime.maxMemory() / 4
 
-  private final case class Filed(token: Long, map: BucketedDedupProcessor.EntryMap, var lastUsedNanos: Long)
+  private final case class Filed(token: Long, map: BucketedDedupProcessor.EntryMap, bytes: Long, filedNanos: Long)
 
-  private val filed = new ConcurrentHashMap[String, Filed]()
+  // A filed map is not changed until it is checked out again, so its size is taken once, at
+  // filing; `totalBytes` is the sum over `filed`, both changed only under this object's lock.
+  private val filed = new java.util.HashMap[String, Filed]()
+  private var totalBytes = 0L
+
+  private def remove(id: String): Option[Filed] = synchronized {
+    val f = Option(filed.remove(id))
+    f.foreach(totalBytes -= _.bytes)
+    f
+  }
 
   /** The map filed for `id` if it was filed under `token`; removed from the registry either way. */
   def checkOut(id: String, token: Long): Option[BucketedDedupProcessor.EntryMap] =
-    Option(filed.remove(id)).filter(_.token == token).map(_.map)
+    remove(id).filter(_.token == token).map(_.map)
 
-  /** Files `map` for `id` under `token`, then drops the least recently used maps while the total
+  /** Files `map` for `id` under `token`, then drops the least recently filed maps while the total
     * is over `budget` (never the one just filed: its group fit the budget on its own). */
-  def checkIn(id: String, token: Long, map: BucketedDedupProcessor.EntryMap, budget: Long): Unit = {
-    filed.put(id, Filed(token, map, System.nanoTime()))
-    synchronized {
-      var total = filed.values().asScala.map(_.map.estimatedBytes).sum
-      if (total > budget) {
-        val oldest = filed.asScala.toSeq.filter(_._1 != id).sortBy(_._2.lastUsedNanos)
-        oldest.iterator.takeWhile(_ => total > budget).foreach { case (other, f) =>
-          if (filed.remove(other, f)) total -= f.map.estimatedBytes
-        }
-      }
+  def checkIn(id: String, token: Long, map: BucketedDedupProcessor.EntryMap, budget: Long): Unit = synchronized {
+    remove(id)
+    val bytes = map.estimatedBytes
+    filed.put(id, Filed(token, map, bytes, System.nanoTime()))
+    totalBytes += bytes
+    if (totalBytes > budget) {
+      val oldest = filed.asScala.toVector.filter(_._1 != id).sortBy(_._2.filedNanos).iterator
+      while (totalBytes > budget && oldest.hasNext) remove(oldest.next()._1)
     }
   }
 
   /** Forgets the map of `id` (its group's state changed without it). */
-  def drop(id: String): Unit = filed.remove(id)
+  def drop(id: String): Unit = remove(id)
+
+  /** Forgets every map kept in this JVM and returns the bytes they held. Maps stay after their
+    * query stops (until later queries need the budget); this frees them at once. Results never
+    * depend on it: a group without its map rebuilds it from the store. */
+  def clear(): Long = synchronized {
+    val freed = totalBytes
+    filed.clear()
+    totalBytes = 0
+    freed
+  }
 }

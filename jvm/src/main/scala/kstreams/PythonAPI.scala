@@ -18,6 +18,10 @@ object PythonAPI {
     KStream(df, StreamColumns(key, value, timestamp, Option(partition), Option(offset),
       NullTimestamps.parse(onNullTimestamp)))
 
+  /** Frees the dedup maps kept in this JVM (the driver's; in local mode every task's), returning
+    * the bytes they held; see [[DedupCaches.clear]]. */
+  def clearDedupMemory(): Long = DedupCaches.clear()
+
   /** Microseconds in an interval string, with the same rules as the Scala API. */
   def intervalMicros(text: String): Long = Intervals.micros(text)
 
