@@ -569,25 +569,11 @@ def unload_state(spark):
     * every state store provider still loaded: Spark keeps a finished query's providers (the HDFS
       store's maps, RocksDB instances) until its maintenance task unloads them, up to a minute
       later; the next query loads its own and restarts the maintenance task;
-    * kstreams' in-memory dedup maps (`kstreams.DedupCaches`): they stay filed in the JVM after
-      their query ended, up to a quarter of the heap, until later kstreams queries push them out.
-      There is no public call for this, so its private registry is cleared by reflection; a
-      failure (the registry renamed or gone) is reported once and then ignored."""
+    * kstreams' in-memory dedup maps: they stay in the JVM after their query stopped, within
+      `spark.kstreams.dedup.memory`, until later kstreams queries need the room."""
     jvm = spark._jvm
     jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
-    global _caches_warned
-    try:
-        module = jvm.java.lang.Class.forName("kstreams.DedupCaches$")
-        registry = module.getDeclaredField("filed")
-        registry.setAccessible(True)
-        registry.get(module.getField("MODULE$").get(None)).clear()
-    except Exception as e:
-        if not _caches_warned:
-            print(f"(could not clear kstreams.DedupCaches between candidates: {error_text(e)})", flush=True)
-            _caches_warned = True
-
-
-_caches_warned = False
+    jvm.kstreams.PythonAPI.clearDedupMemory()
 
 
 def measure(spark, name, candidate, source, workdir, skip=0):
@@ -711,6 +697,37 @@ def failed(r, columns):
     return f" failed: {r['error'][:120].replace('|', '/')} |" + " |" * (columns - 1)
 
 
+def regime_table(header, align, results, first, cells):
+    """A regime's markdown table, printed and returned: a row per result, `first(r)` its leading
+    cells, then `cells(r)` for a candidate that ran or its error for one that failed."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+    for r in results:
+        lead = "| " + " | ".join(first(r)) + " |"
+        rest = len(header) - len(first(r))
+        lines.append(lead + (failed(r, rest) if "error" in r else " " + " | ".join(cells(r)) + " |"))
+    table = "\n".join(lines)
+    print()
+    print(table)
+    return table
+
+
+def ms_versus(results, r, **same):
+    """Row `r`'s ratio of median ms to its reference row's, and every round's median ms."""
+    ours = reference(results, r, **same)
+    ratio = f"{r['median_ms'] / ours['median_ms']:.2f}x" if ours and ours["median_ms"] else ""
+    return ratio, ", ".join(f"{x:,.0f}" for x in r["rounds_median_ms"])
+
+
+def rows_ratio(results, r):
+    """Row `r`'s reference row's rows/s ÷ its own (>1: the reference is faster)."""
+    ours = reference(results, r)
+    return f"{ours['rows_per_s'] / r['rows_per_s']:.2f}x" if ours else ""
+
+
+def heap_cells(r):
+    return [mb(r, "live_heap_bytes"), mb(r, "peak_heap_bytes"), mb(r, "heap_after_bytes")]
+
+
 def rocksdb_settings():
     return ", ".join(f"`{k.replace(ROCKSDB_CONF, '')}={v}`" for k, v in SPARK_ROCKSDB_CONF.items()) or "defaults"
 
@@ -737,24 +754,14 @@ def regime_long(args):
     finally:
         stop_quietly(spark)
         shutil.rmtree(workdir, ignore_errors=True)
-    lines = [(f"| live keys | candidate | median ms per {args.batch_rows:,}-row micro-batch | p95 ms | "
-              f"{versus(args)}, median | every round, median ms | live heap MB | peak heap MB | "
-              "heap after, MB | peak state MB |"),
-             "|---:|---|---:|---:|---:|---|---:|---:|---:|---:|"]
-    for r in results:
-        row = f"| {r['live_keys']:,} | {r['name']} |"
-        if "error" in r:
-            lines.append(row + failed(r, 8))
-            continue
-        ours = reference(results, r, live_keys=r["live_keys"])
-        ratio = f"{r['median_ms'] / ours['median_ms']:.2f}x" if ours and ours["median_ms"] else ""
-        every = ", ".join(f"{x:,.0f}" for x in r["rounds_median_ms"])
-        lines.append(row + f" {r['median_ms']:,.0f} | {r['p95_ms']:,.0f} | {ratio} | {every} | "
-                     f"{mb(r, 'live_heap_bytes')} | {mb(r, 'peak_heap_bytes')} | {mb(r, 'heap_after_bytes')} | "
-                     f"{mb(r, 'peak_state_bytes', 1)} |")
-    table = "\n".join(lines)
-    print()
-    print(table)
+    table = regime_table(
+        ["live keys", "candidate", f"median ms per {args.batch_rows:,}-row micro-batch", "p95 ms",
+         f"{versus(args)}, median", "every round, median ms", "live heap MB", "peak heap MB", "heap after, MB",
+         "peak state MB"],
+        ["---:", "---", "---:", "---:", "---:", "---", "---:", "---:", "---:", "---:"], results,
+        lambda r: [f"{r['live_keys']:,}", r["name"]],
+        lambda r: [f"{r['median_ms']:,.0f}", f"{r['p95_ms']:,.0f}", *ms_versus(results, r, live_keys=r["live_keys"]),
+                   *heap_cells(r), mb(r, "peak_state_bytes", 1)])
     method = (f"Interval {args.long_interval}; per size, the live keys are built up first (micro-batches of at most "
               f"{args.build_rows:,} rows, all distinct keys, not measured), then {args.batches} micro-batches of "
               f"{args.batch_rows:,} rows (1 in {args.dup_every} a duplicate of a random earlier key, the rest new "
@@ -786,24 +793,13 @@ def regime_catchup(args):
     finally:
         stop_quietly(spark)
         shutil.rmtree(workdir, ignore_errors=True)
-    lines = [(f"| candidate | ms for the first micro-batch ({args.catchup_rows:,} rows, median) | "
-              f"{versus(args)} | every round, ms | rows/s in it | live heap MB | peak heap MB | "
-              "heap after, MB | peak state MB |"),
-             "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
-    for r in results:
-        row = f"| {r['name']} |"
-        if "error" in r:
-            lines.append(row + failed(r, 8))
-            continue
-        ours = reference(results, r)
-        ratio = f"{r['median_ms'] / ours['median_ms']:.2f}x" if ours and ours["median_ms"] else ""
-        every = ", ".join(f"{x:,.0f}" for x in r["rounds_median_ms"])
-        lines.append(row + f" {r['median_ms']:,.0f} | {ratio} | {every} | "
-                     f"{args.catchup_rows / r['median_ms'] * 1000:,.0f} | {mb(r, 'live_heap_bytes')} | "
-                     f"{mb(r, 'peak_heap_bytes')} | {mb(r, 'heap_after_bytes')} | {mb(r, 'peak_state_bytes', 1)} |")
-    table = "\n".join(lines)
-    print()
-    print(table)
+    table = regime_table(
+        ["candidate", f"ms for the first micro-batch ({args.catchup_rows:,} rows, median)", versus(args),
+         "every round, ms", "rows/s in it", "live heap MB", "peak heap MB", "heap after, MB", "peak state MB"],
+        ["---", "---:", "---:", "---", "---:", "---:", "---:", "---:", "---:"], results,
+        lambda r: [r["name"]],
+        lambda r: [f"{r['median_ms']:,.0f}", *ms_versus(results, r),
+                   f"{args.catchup_rows / r['median_ms'] * 1000:,.0f}", *heap_cells(r), mb(r, "peak_state_bytes", 1)])
     method = (f"Interval {args.long_interval}; the query's first micro-batch is all {data.rows:,} rows "
               f"({data.keys:,} keys, 1 in {data.dup_every} an adjacent duplicate, event times 1 ms apart: the "
               "default regime's formulas, in one file): `durationMs.triggerExecution` of micro-batch 0, the "
@@ -832,23 +828,14 @@ def regime_global(args):
         stop_quietly(spark)
         shutil.rmtree(workdir, ignore_errors=True)
     compare = "defaults ÷ variant, rows/s (<1: variant faster)" if args.tune else "kstreams ÷ candidate"
-    lines = [(f"| candidate | rows/s (median) | {compare} | every round, rows/s | peak state rows | "
-              "peak state MB | live heap MB | peak heap MB | seconds |"),
-             "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
-    for r in results:
-        row = f"| {r['name']} |"
-        if "error" in r:
-            lines.append(row + failed(r, 8))
-            continue
-        ours = reference(results, r)
-        ratio = f"{ours['rows_per_s'] / r['rows_per_s']:.2f}x" if ours else ""
-        every = ", ".join(f"{x / 1000:,.0f}k" for x in r["rounds_rows_per_s"])
-        lines.append(row + f" {r['rows_per_s']:,.0f} | {ratio} | {every} | {r['peak_state_rows']:,} | "
-                     f"{mb(r, 'peak_state_bytes', 1)} | {mb(r, 'live_heap_bytes')} | {mb(r, 'peak_heap_bytes')} | "
-                     f"{r['seconds']:.1f} |")
-    table = "\n".join(lines)
-    print()
-    print(table)
+    table = regime_table(
+        ["candidate", "rows/s (median)", compare, "every round, rows/s", "peak state rows", "peak state MB",
+         "live heap MB", "peak heap MB", "seconds"],
+        ["---", "---:", "---:", "---", "---:", "---:", "---:", "---:", "---:"], results,
+        lambda r: [r["name"]],
+        lambda r: [f"{r['rows_per_s']:,.0f}", rows_ratio(results, r),
+                   ", ".join(f"{x / 1000:,.0f}k" for x in r["rounds_rows_per_s"]), f"{r['peak_state_rows']:,}",
+                   mb(r, "peak_state_bytes", 1), *heap_cells(r)[:2], f"{r['seconds']:.1f}"])
     method = (f"The default regime's data ({args.rows:,} rows, {args.keys:,} ids, 1 in {args.dup_every} an adjacent "
               f"duplicate, {args.files} files = micro-batches) with an `id` column, each row on partition "
               f"`row % {args.partitions}` so that duplicates cross partitions; interval {args.interval}; "
