@@ -138,7 +138,7 @@ private[kstreams] final class BucketedDedupProcessor(
 
     /** The spec's rule for a record with a non-null key; updates the entries. */
     def shouldForward(r: CompactRecord, liveFrom: Long): Boolean = {
-      if (live.estimatedBytes > budgetBytes && live.size >= MinFlushEntries) outOfMemory(liveFrom)
+      if (live.estimatedBytes > budgetBytes && (!spilled || live.size >= MinFlushEntries)) outOfMemory(liveFrom)
       val ts = r.timestampMicros
       var slot = live.slotOf(r.key)
       if (spilled && !live.occupied(slot)) { // first sight of the key in this micro-batch

@@ -77,7 +77,7 @@ class DedupStoreSpec extends SparkSuite {
       df => KStream(df).deduplicateByKeyValue(col("offset") % 3, s"$Interval seconds").df,
       e => Option(e.key).map(k => (k, e.offset % 3))))
 
-  // in memory; spilled within the first micro-batch (256 entries exceed 1 KB); spilling part-way
+  // in memory; spilled from the first record (an empty map is over 1 KB); spilling part-way
   // (about a thousand entries of a partition fill 150 KB)
   private val memories = Seq("in memory" -> None, "spilled" -> Some("1k"), "spills part-way" -> Some("150k"))
 

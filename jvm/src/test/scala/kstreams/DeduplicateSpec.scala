@@ -45,6 +45,12 @@ class DeduplicateSpec extends SparkSuite {
     test(s"deduplicateByKey $name: one micro-batch per record, restart half-way") {
       assert(stream(events.map(Seq(_)), byKey(interval), restartBefore = Set(events.size / 2)) == want)
     }
+    test(s"deduplicateByKey $name: spilled to one row per key, one micro-batch per record, restart") {
+      spark.conf.set(DedupCaches.MemoryConf, "1k") // an empty in-memory map alone is over 1 KB
+      val got = try stream(events.map(Seq(_)), byKey(interval), restartBefore = Set(events.size / 2))
+        finally spark.conf.unset(DedupCaches.MemoryConf)
+      assert(got == want)
+    }
   }
 
   test("same record delivered again in a later batch (same offset) is forwarded again") {
