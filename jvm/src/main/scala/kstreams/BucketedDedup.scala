@@ -134,7 +134,7 @@ private[kstreams] final class BucketedDedupProcessor(
     private var live: EntryMap =
       if (spilled) new EntryMap
       else id.flatMap(i => if (stored == null) None else DedupCaches.checkOut(i, stored.token))
-        .getOrElse(load(liveFromAtStart))
+        .getOrElse(load(liveFromAtStart, pushedOut = id.exists(DedupCaches.pushedOut)))
 
     /** The spec's rule for a record with a non-null key; updates the entries. */
     def shouldForward(r: CompactRecord, liveFrom: Long): Boolean = {
@@ -230,14 +230,15 @@ private[kstreams] final class BucketedDedupProcessor(
     }
 
     /** The group's live entries read from the chunks (those of buckets that can hold
-      * `ts >= liveFrom`); if they need more than the budget, the group spills instead. */
-    private def load(liveFrom: Long): EntryMap = {
+      * `ts >= liveFrom`). The group spills instead if they need more than half the budget, or if
+      * its map was pushed out of [[DedupCaches]] to make room for others: groups whose maps do
+      * not fit together would otherwise take turns reading all their entries every micro-batch. */
+    private def load(liveFrom: Long, pushedOut: Boolean): EntryMap = {
       val map = new EntryMap
       val it = liveChunks()
       while (it.hasNext) {
-        decode(it.next()) { (key, ts, offset) => if (ts >= liveFrom) map.putIfNewer(key, ts, offset) }
-        if (map.estimatedBytes > budgetBytes / 2) {
-          // too many live entries for memory: one row per key in `entries`, newest wins
+        if (pushedOut || map.estimatedBytes > budgetBytes / 2) {
+          // one row per key in `entries`, newest wins
           liveChunks().foreach(bytes => decode(bytes) { (key, ts, offset) =>
             if (ts >= liveFrom) {
               val e = entries.getValue(key)
@@ -247,6 +248,7 @@ private[kstreams] final class BucketedDedupProcessor(
           spilled = true
           return new EntryMap
         }
+        decode(it.next()) { (key, ts, offset) => if (ts >= liveFrom) map.putIfNewer(key, ts, offset) }
       }
       map
     }

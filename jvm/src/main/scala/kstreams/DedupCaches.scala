@@ -19,8 +19,9 @@ import org.apache.spark.sql.SparkSession
   *
   * A map is checked out (removed) while a task uses it, so two attempts of the same task never
   * share one. Maps of idle groups, and of queries that stopped, are kept while their total
-  * estimated size fits the budget; past it the least recently filed are dropped (their groups
-  * re-read the store when they next run). [[clear]] drops them all.
+  * estimated size fits the budget; past it the least recently filed are dropped, and a group
+  * whose map was dropped for room spills to RocksDB when it next runs ([[pushedOut]]).
+  * [[clear]] drops them all.
   */
 private[kstreams] object DedupCaches {
   /** Session setting: memory for dedup entries per executor JVM, e.g. `512m`; default a quarter
@@ -49,6 +50,9 @@ private[kstreams] object DedupCaches {
   // filing; `totalBytes` is the sum over `filed`, both changed only under this object's lock.
   private val filed = new java.util.HashMap[String, Filed]()
   private var totalBytes = 0L
+  // groups whose map was dropped to make room for others (not those dropped by [[drop]] or
+  // [[clear]]): their processor spills instead of rebuilding a map that would not stay
+  private val pushedOutIds = new java.util.HashSet[String]()
 
   private def remove(id: String): Option[Filed] = synchronized {
     val f = Option(filed.remove(id))
@@ -67,11 +71,23 @@ private[kstreams] object DedupCaches {
     val bytes = map.estimatedBytes
     filed.put(id, Filed(token, map, bytes, System.nanoTime()))
     totalBytes += bytes
+    pushedOutIds.remove(id)
     if (totalBytes > budget) {
       val oldest = filed.asScala.toVector.filter(_._1 != id).sortBy(_._2.filedNanos).iterator
-      while (totalBytes > budget && oldest.hasNext) remove(oldest.next()._1)
+      while (totalBytes > budget && oldest.hasNext) {
+        val other = oldest.next()._1
+        remove(other)
+        // ids of stopped queries are never asked about: keep the set small (forgetting one only
+        // costs that group one more rebuild of its map)
+        if (pushedOutIds.size >= 100000) pushedOutIds.clear()
+        pushedOutIds.add(other)
+      }
     }
   }
+
+  /** Whether `id`'s map was dropped to make room for others since it was last filed (asked once:
+    * the answer is forgotten). */
+  def pushedOut(id: String): Boolean = synchronized(pushedOutIds.remove(id))
 
   /** Forgets the map of `id` (its group's state changed without it). */
   def drop(id: String): Unit = remove(id)
@@ -82,6 +98,7 @@ private[kstreams] object DedupCaches {
   def clear(): Long = synchronized {
     val freed = totalBytes
     filed.clear()
+    pushedOutIds.clear()
     totalBytes = 0
     freed
   }
