@@ -95,43 +95,68 @@ private[kstreams] object ArrivalOrder {
   /** Like [[prepare]], for processors that never look at the user's columns: those travel as one
     * byte array ([[Payload]], an UnsafeRow) and the helper columns are plain numbers, so no row is
     * converted to JVM objects. Rows are read as [[CompactRecord]]s; null timestamps and partitions
-    * fail in Catalyst (`raise_error`) with the same messages.
+    * fail in Catalyst (`raise_error`) with the same messages. One group per input partition. */
+  def prepareCompact(
+      df: DataFrame,
+      columns: ResolvedColumns,
+      keyParts: Seq[Column],
+      watermarkDelayMicros: Option[Long]): (KeyValueGroupedDataset[Int, CompactRecord], StructType) = {
+    val named = compactByPartition(df, columns, keyParts, watermarkDelayMicros)
+    (named.groupBy(col(Group)).as[Int, CompactRecord](Encoders.scalaInt, Encoders.product[CompactRecord]),
+      userSchema(df, columns))
+  }
+
+  /** [[prepareCompact]] for the global store of `deduplicate`, spread over `groups` groups by a
+    * hash of the dedup key: two shuffles, first by partition (to compute each record's
+    * partition stream time in arrival order, see [[SpreadRecord.withStreamTimes]]), then by group,
+    * each group's records in (partition, offset) order, markers after each partition's records. */
+  def prepareSpread(
+      df: DataFrame,
+      columns: ResolvedColumns,
+      keyParts: Seq[Column],
+      groups: Int,
+      watermarkDelayMicros: Option[Long]): (KeyValueGroupedDataset[Int, SpreadRecord], StructType) = {
+    val spread = compactByPartition(df, columns, keyParts, watermarkDelayMicros)
+      .select(pmod(hash(col("key")), lit(groups)).as("group"), col("partition"), col("ordering"),
+        col("timestampMicros"), lit(Long.MinValue).as("streamTimeMicros"), col("offset"), col("keyNull"),
+        col("key"), col(Payload), lit(false).as("marker"))
+      .as[SpreadRecord](Encoders.product[SpreadRecord])
+      .mapPartitions(SpreadRecord.withStreamTimes(groups) _)(Encoders.product[SpreadRecord])
+    val sorted = ArrivalOrderSort.partitionAndSort(spread.toDF(), "group", Seq("partition", "ordering"))
+    (sorted.groupBy(col("group")).as[Int, SpreadRecord](Encoders.scalaInt, Encoders.product[SpreadRecord]),
+      userSchema(df, columns))
+  }
+
+  /** The compact columns of [[CompactRecord]] (and [[Group]], the partition), each partition's
+    * records in one task in arrival order.
     *
     * Only the grouping and sort columns are computed before the shuffle; the rest (checks, the
     * dedup key's and the payload's encoding) after the sort, so that this per-record work is
     * spread over the state partitions' tasks instead of the input's (often one task per
     * micro-batch), and the shuffle carries each value once. */
-  def prepareCompact(
+  private def compactByPartition(
       df: DataFrame,
       columns: ResolvedColumns,
-      group: GroupScope,
       keyParts: Seq[Column],
-      watermarkDelayMicros: Option[Long]): (KeyValueGroupedDataset[Int, CompactRecord], StructType) = {
+      watermarkDelayMicros: Option[Long]): DataFrame = {
     val checked = watermarkAndCheck(df, columns, watermarkDelayMicros)
     val partitionCol = partitionColumn(columns)
     val offsetCol = offsetColumn(columns)
     val tsMicros = columns.timestamp.map(f => timestampMicros(f.name, partitionCol, offsetCol, failOnNull = true))
       .getOrElse(lit(null).cast(LongType))
     val userColumns = df.schema.fields.toSeq.map(f => col(quote(f.name)))
-    // one group per partition needs no partition sort key; the global group does
-    val (groupCol, partitionKey) = group match {
-      case GroupScope.PerPartition => (coalesce(partitionCol, lit(-1)), Nil)
-      case GroupScope.Global => (lit(0), Seq(partitionCol.as(Partition)))
-    }
     val sorted = ArrivalOrderSort.partitionAndSort(
-      checked.select(userColumns ++ Seq(groupCol.as(Group), offsetCol.getOrElse(tsMicros).as(Order)) ++
-        partitionKey: _*),
-      Group, partitionKey.map(_ => Partition) :+ Order)
+      checked.select(userColumns ++ Seq(coalesce(partitionCol, lit(-1)).as(Group),
+        offsetCol.getOrElse(tsMicros).as(Order)): _*),
+      Group, Seq(Order))
     val checkedPartition = when(partitionCol.isNull, raise_error(concat(
       lit(s"null partition in column '${columns.partition.map(_.name).getOrElse("")}' at "),
       whereColumn(partitionCol, offsetCol)))).otherwise(partitionCol)
-    val named = sorted.select(col(Group), checkedPartition.as("partition"), col(Order).as("ordering"),
+    sorted.select(col(Group), checkedPartition.as("partition"), col(Order).as("ordering"),
       tsMicros.as("timestampMicros"),
       coalesce(offsetCol.getOrElse(lit(null).cast(LongType)), lit(Long.MinValue)).as("offset"),
       keyParts.map(_.isNull).reduce(_ || _).as("keyNull"), RowBytes.encode(keyParts).as("key"),
       RowBytes.encode(userColumns).as(Payload))
-    (named.groupBy(col(Group)).as[Int, CompactRecord](Encoders.scalaInt, Encoders.product[CompactRecord]),
-      userSchema(df, columns))
   }
 
   /** Decodes [[Payload]] back into the user's columns (with their original types and nullability). */

@@ -10,7 +10,7 @@ import org.apache.spark.sql.streaming._
 import org.apache.spark.unsafe.Platform
 import org.apache.spark.unsafe.hash.Murmur3_x86_32
 
-/** The dedup rule of [[DeduplicateProcessor]] for state scoped to one input partition
+/** The dedup rule of spec section 2 for state scoped to one input partition
   * (`deduplicateByKey`, `deduplicateByKeyValue`): work per micro-batch follows the micro-batch's
   * records (plus what expired), whatever the interval and the number of live keys, and memory is
   * bounded by [[DedupCaches.MemoryConf]].

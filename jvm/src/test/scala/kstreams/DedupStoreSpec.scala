@@ -39,11 +39,14 @@ class DedupStoreSpec extends SparkSuite {
     inBatches.updated(batches / 2, inBatches(batches / 2) ++ replay)
   }
 
-  /** SEMANTICS.md section 2, per-partition scope, records in arrival order. */
-  private def oracle(batches: Seq[Seq[Event]], dedupKey: Event => Option[Any]): Seq[String] = {
+  /** SEMANTICS.md section 2, records in arrival order (micro-batch, then partition, then offset).
+    * `global`: one entry per dedup key over all partitions (`deduplicate`); otherwise one per
+    * partition and key. */
+  private def oracle(batches: Seq[Seq[Event]], dedupKey: Event => Option[Any], global: Boolean = false)
+      : Seq[String] = {
     val intervalMs = (Interval * 1000).toLong
     val streamTime = mutable.Map.empty[Int, Long]
-    val store = mutable.Map.empty[(Int, Any), (Long, Long)]
+    val store = mutable.Map.empty[Any, (Long, Int, Long)] // entry: timestamp, partition, offset
     val out = mutable.ArrayBuffer.empty[String]
     for (batch <- batches; r <- batch.sortBy(e => (e.partition, e.offset))) {
       val t = r.timestamp.getTime
@@ -52,13 +55,15 @@ class DedupStoreSpec extends SparkSuite {
       dedupKey(r) match {
         case None => out += r.value
         case Some(k) =>
-          val entry = store.get((r.partition, k)).filter(_._1 >= s - intervalMs)
-          entry match {
-            case Some((ts, offset)) if math.abs(ts - t) <= intervalMs =>
-              if (offset == r.offset) out += r.value
+          val storeKey = if (global) k else (r.partition, k)
+          // rule 2: an entry older than S - interval is purged
+          if (store.get(storeKey).exists(_._1 < s - intervalMs)) store.remove(storeKey)
+          store.get(storeKey) match {
+            case Some((ts, p, offset)) if math.abs(ts - t) <= intervalMs =>
+              if (p == r.partition && offset == r.offset) out += r.value // re-delivered
             case _ =>
               out += r.value
-              if (t >= s - intervalMs) store((r.partition, k)) = (t, r.offset)
+              if (t >= s - intervalMs) store(storeKey) = (t, r.partition, r.offset)
           }
       }
     }
@@ -70,29 +75,31 @@ class DedupStoreSpec extends SparkSuite {
     try body finally spark.conf.unset(DedupCaches.MemoryConf)
   }
 
-  private val operators: Seq[(String, DataFrame => DataFrame, Event => Option[Any])] = Seq(
+  private val operators: Seq[(String, DataFrame => DataFrame, Event => Option[Any], Boolean)] = Seq(
     ("deduplicateByKey", df => KStream(df).deduplicateByKey(s"$Interval seconds").df,
-      e => Option(e.key)),
+      e => Option(e.key), false),
     ("deduplicateByKeyValue",
       df => KStream(df).deduplicateByKeyValue(col("offset") % 3, s"$Interval seconds").df,
-      e => Option(e.key).map(k => (k, e.offset % 3))))
+      e => Option(e.key).map(k => (k, e.offset % 3)), false),
+    ("deduplicate (global, by key)", df => KStream(df).deduplicate(col("key"), s"$Interval seconds").df,
+      e => Option(e.key), true))
 
   // in memory; spilled from the first record (an empty map is over 1 KB); spilling part-way
   // (about a thousand entries of a partition fill 150 KB)
   private val memories = Seq("in memory" -> None, "spilled" -> Some("1k"), "spills part-way" -> Some("150k"))
 
-  for ((opName, op, key) <- operators; (memoryName, memory) <- memories) {
+  for ((opName, op, key, global) <- operators; (memoryName, memory) <- memories) {
     val batches = randomBatches(seed = 11, keys = 1500, perPartition = 1200, batches = 8)
     // arrival order is (micro-batch, offset): the "-dup" records' high offsets put them at the end
     // of their micro-batch, so each split has its own expected output
     test(s"$opName, $memoryName: the oracle's output in one micro-batch") {
       val got = withMemory(memory)(eventRows(Seq(batches.flatten), op)).map(_.getAs[String]("value"))
-      assertSame(got, oracle(Seq(batches.flatten), key))
+      assertSame(got, oracle(Seq(batches.flatten), key, global))
     }
     test(s"$opName, $memoryName: the oracle's output over 8 micro-batches with 2 restarts") {
       val got = withMemory(memory)(eventRows(batches, op, restartBefore = Set(3, 6)))
         .map(_.getAs[String]("value"))
-      assertSame(got, oracle(batches, key))
+      assertSame(got, oracle(batches, key, global))
     }
   }
 

@@ -7,7 +7,8 @@ import org.apache.spark.sql.DataFrame
 
 import org.apache.spark.sql.Encoders
 import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
-import org.apache.spark.sql.functions.col
+import org.apache.spark.sql.functions.{col, hash, lit, pmod}
+import org.apache.spark.sql.kstreams.RowBytes
 
 /** SEMANTICS.md section 2 through the Scala API: each example in one micro-batch, one micro-batch
   * per record, with a restart from the checkpoint half-way, and as a batch DataFrame. */
@@ -75,6 +76,63 @@ class DeduplicateSpec extends SparkSuite {
       at("x", 95, partition = 1))
     val op = (df: DataFrame) => KStream(df).deduplicate(col("key"), Duration.ofSeconds(10)).df
     assert(stream(events.map(Seq(_)), op, restartBefore = Set(2)) == Seq("v0", "v1"))
+  }
+
+  test("deduplicate judges a record by its partition's stream time from ids stored elsewhere") {
+    // y@100 moves partition 0's stream time to 100 in the first micro-batch; its id is stored in
+    // another group than x's. x@15 on partition 0 is then late and x@10 dead for it, so x@15 is
+    // forwarded (a store that knew only partition 0's x records would drop it as a duplicate).
+    val groupOf = (id: String) => spark.range(1).select(pmod(hash(RowBytes.encode(Seq(lit(id)))),
+      lit(SpreadRecord.Groups))).head().getInt(0)
+    val y = (0 until 10).map(i => s"y$i").find(groupOf(_) != groupOf("x")).get
+    val batches = Seq(Seq(at("x", 10, partition = 1), at(y, 100, partition = 0)), Seq(at("x", 15, partition = 0)))
+    // a watermark an hour behind, so that no sweep removes x@10 between the micro-batches
+    val op = (df: DataFrame) =>
+      KStream(df.withWatermark("timestamp", "1 hour")).deduplicate(col("key"), Duration.ofSeconds(10)).df
+    assert(stream(batches, op) == Seq("v1", "v2", "v0"))
+    assert(stream(batches, op, restartBefore = Set(1)) == Seq("v1", "v2", "v0"))
+    assert(stream(Seq(batches.flatten), op) == Seq("v1", "v2", "v0"))
+  }
+
+  test("deduplicate spreads its store over both state partitions") {
+    // 200 ids over 2 input partitions; every id seen on both: the second sighting is dropped
+    val events = (0 until 200).map(i => at(s"id$i", 100 + i * 0.01, partition = 0)) ++
+      (0 until 200).map(i => at(s"id$i", 101 + i * 0.01, partition = 1))
+    val input = MemoryStream[Event](Encoders.product[Event], spark)
+    val checkpoint = Files.createTempDirectory("spread").toString
+    val query = KStream(input.toDF()).deduplicate(col("key"), "10 seconds").df.writeStream
+      .format("noop").option("checkpointLocation", checkpoint).start()
+    try {
+      input.addData(Event.numbered(events))
+      query.processAllAvailable()
+      val metrics = query.recentProgress.filter(_.numInputRows > 0).last.observedMetrics.get("kstreams_deduplicate")
+      assert(metrics.getAs[Long]("forwarded") == 200L && metrics.getAs[Long]("duplicates_dropped") == 200L)
+    } finally query.stop()
+    val entriesPerPartition = spark.read.format("statestore").option("path", checkpoint)
+      .option("stateVarName", "entries").load()
+      .groupBy("partition_id").count().collect().map(r => r.getInt(0) -> r.getLong(1)).toMap
+    assert(entriesPerPartition.keySet == Set(0, 1), entriesPerPartition)
+    assert(entriesPerPartition.values.sum == 200L && entriesPerPartition.values.forall(_ >= 50L),
+      entriesPerPartition)
+  }
+
+  test("a checkpoint of the single-group deduplicate fails with a message naming the change") {
+    // written by kstreams before the spread: two micro-batches of deduplicate(key, 10 seconds)
+    val checkpoint = Files.createTempDirectory("one-group")
+    val fixture = java.nio.file.Paths.get(getClass.getResource("/checkpoints/deduplicate-one-group").toURI)
+    java.nio.file.Files.walk(fixture).forEach { from =>
+      val to = checkpoint.resolve(fixture.relativize(from).toString)
+      if (java.nio.file.Files.isDirectory(from)) java.nio.file.Files.createDirectories(to)
+      else java.nio.file.Files.copy(from, to)
+    }
+    val input = MemoryStream[Event](Encoders.product[Event], spark)
+    val query = KStream(input.toDF()).deduplicate(col("key"), "10 seconds").df.writeStream
+      .format("noop").option("checkpointLocation", checkpoint.toString).start()
+    val e = try {
+      (0 until 3).foreach(i => input.addData(Event.numbered(Seq(at("a", 20 + i, offset = 100L + i)))))
+      intercept[Exception](query.processAllAvailable())
+    } finally query.stop()
+    assert(rootMessages(e).exists(_.contains(GlobalDedupProcessor.OneGroupCheckpoint)), rootMessages(e))
   }
 
   test("per-partition stream time: a far-ahead partition does not make another's records late") {

@@ -16,7 +16,7 @@ object TwsFloor {
     val columns = StreamColumns()
     val resolved = columns.resolve(df)
     val (grouped, userSchema) = ArrivalOrder.prepareCompact(
-      df, resolved, GroupScope.PerPartition, Seq(df.col(columns.key)), Some(10000000L))
+      df, resolved, Seq(df.col(columns.key)), Some(10000000L))
     val processed = grouped.transformWithState(new PassThrough, TimeMode.EventTime(), OutputMode.Append())(
       Encoders.product[CompactOutput]).toDF()
     ArrivalOrder.unpack(ArrivalOrder.finishCounted(processed, "kstreams_tws_floor", Nil), userSchema)
