@@ -56,6 +56,13 @@ test-python: install $(KAFKA_BROKER)
 
 test: test-scala test-python
 
+# The Kafka Streams conformance suite on more seeds than `make test` runs (0-39), e.g.
+# `make conformance SEEDS=0-499` or `SEEDS=7,42`.
+.PHONY: conformance
+SEEDS ?= 0-199
+conformance: $(JAR)
+	KSTREAMS_CONFORMANCE_SEEDS="$(SEEDS)" $(SBT) "testOnly kstreams.conformance.ConformanceSpec"
+
 # Only the standalone-cluster test (also part of test-python): `pytest -m "not cluster"` skips it.
 .PHONY: test-cluster
 test-cluster: install

@@ -15,6 +15,14 @@ lazy val root = (project in file("jvm"))
     // Spark is "provided": on the compile and test classpaths, never packaged.
     Compile / unmanagedJars ++= (sparkJars.value ** "*.jar").classpath,
     libraryDependencies += "org.scalatest" %% "scalatest" % "3.2.19" % Test,
+    // The conformance suite runs Kafka Streams itself (TopologyTestDriver, in-memory stores).
+    // Its native and logging dependencies are left out: Spark's own (rocksdbjni 9.8.4, slf4j 2,
+    // jackson, compression codecs) are on the classpath, and a second RocksDB would clash.
+    libraryDependencies ++= Seq("kafka-streams", "kafka-streams-test-utils").map(name =>
+      ("org.apache.kafka" % name % "4.3.1" % Test).excludeAll(
+        ExclusionRule("org.rocksdb"), ExclusionRule("org.slf4j"), ExclusionRule("com.fasterxml.jackson.core"),
+        ExclusionRule("com.github.luben"), ExclusionRule("org.lz4"), ExclusionRule("at.yawk.lz4"),
+        ExclusionRule("org.xerial.snappy"))),
     scalacOptions ++= Seq("-deprecation", "-feature", "-unchecked", "-release", "17"),
     Compile / packageDoc / publishArtifact := false,
     Test / fork := true,

@@ -15,7 +15,8 @@ import org.apache.spark.sql.types._
   * counted as `idempotent-updates-dropped` (KIP-557, spec section 6).
   *
   * Records are folded per key in arrival order ([[Keyed.arrivalOrder]]); records with a null key
-  * or value are skipped and counted (as Kafka Streams does). A window closes when the query's
+  * are skipped and counted, and so are null values of plain (not windowed) aggregations (as Kafka
+  * Streams 4.3 does). A window closes when the query's
   * event-time watermark reaches `end + grace`; a record of a closed window is dropped as late.
   */
 private[kstreams] object Aggregate {
@@ -124,7 +125,9 @@ private[kstreams] final class AggregateProcessor(
     Keyed.arrivalOrder(rows, layout).foreach { r =>
       if (keyValue == null) out += marker(KeyedReasons.NullKey)
       else if (r.isNullAt(layout.tsIndex)) out += marker(KeyedReasons.NullTimestamp)
-      else if (r.isNullAt(valueIndex)) out += marker(KeyedReasons.NullValue)
+      // Kafka Streams 4.3 skips a null value in plain aggregations only (KStreamAggregate); its
+      // windowed aggregation (KStreamWindowAggregate) folds it in (spec section 5)
+      else if (r.isNullAt(valueIndex) && windows.isEmpty) out += marker(KeyedReasons.NullValue)
       else {
         val ts = r.getLong(layout.tsIndex)
         val (start, end) = windows match {
@@ -134,7 +137,10 @@ private[kstreams] final class AggregateProcessor(
         val closeMicros = end + windows.map(_.graceMicros).getOrElse(0L)
         if (windows.isDefined && closeMicros <= watermarkMicros) out += marker(ArrivalOrder.Reasons.Late)
         else {
-          val old = if (results.containsKey(start)) Some(results.getValue(start)) else None
+          // a null aggregate is no aggregate, as in Kafka's stores (a put of null deletes): the
+          // next record starts from the initializer again (reduce: from its own value)
+          val old = if (results.containsKey(start)) Some(results.getValue(start)).filter(!_.isNullAt(0))
+            else None
           val value = r.get(valueIndex)
           val folded = old match {
             case Some(o) => adder(o.get(0), value)
@@ -202,9 +208,9 @@ private[kstreams] final class SessionAggregateProcessor(
     val valueIndex = layout.valueIndex(0)
     val out = mutable.ArrayBuffer.empty[Row]
     Keyed.arrivalOrder(rows, layout).foreach { r =>
+      // a null value is folded in, as Kafka's KStreamSessionWindowAggregate does (spec section 5)
       if (keyValue == null) out += Keyed.marker(width, KeyedReasons.NullKey)
       else if (r.isNullAt(layout.tsIndex)) out += Keyed.marker(width, KeyedReasons.NullTimestamp)
-      else if (r.isNullAt(valueIndex)) out += Keyed.marker(width, KeyedReasons.NullValue)
       else {
         val ts = r.getLong(layout.tsIndex)
         val touching = sessions.iterator().filter { case (start, s) =>

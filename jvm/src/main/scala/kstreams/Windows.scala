@@ -46,7 +46,9 @@ object SessionWindows {
 
 /** `KStream.groupByKey` / `groupBy`: records grouped by their key, for aggregations and windows.
   * Aggregations fold a key's records in arrival order into a [[KTable]] whose timestamp is the
-  * largest timestamp folded in; records with a null key or value are skipped and counted.
+  * largest timestamp folded in; records with a null key are skipped and counted, and so are null
+  * values except in windowed and session-windowed aggregations, which fold them in (Kafka Streams
+  * 4.3; spec section 5).
   *
   * {{{
   * KStream(df).groupByKey.count()

@@ -63,6 +63,26 @@ class DslSpec extends SparkSuite {
     df => KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 milliseconds")).count().df,
     Seq(("k", "1", 1L), ("k", "2", 2L), ("k", "3", 5L), ("k", "4", 8L), ("k", "5", 8L)))
 
+  // Kafka Streams 4.3 skips only null keys in windowed aggregations (KStreamWindowAggregate,
+  // KStreamSessionWindowAggregate): a null value is counted. (Event.numbered would name a null
+  // value, so these records carry their offsets and run through streamRows.)
+  private val nullValued = Seq(Event("k", "x", new java.sql.Timestamp(Event.Base + 1), 0, 0L),
+    Event("k", null, new java.sql.Timestamp(Event.Base + 20), 0, 1L))
+  for ((split, batches) <- Seq("one micro-batch" -> Seq(nullValued), "two, restart" -> nullValued.map(Seq(_)))) {
+    test(s"windowed count counts a null value: k=x@1, k=null@20 in [0,100) -> 1, 2 ($split)") {
+      val op = (df: DataFrame) =>
+        KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("100 milliseconds")).count().df
+      assert(rows(streamRows(batches, org.apache.spark.sql.Encoders.product[Event], op, Set(1))) ==
+        Seq(("k", "1", 1L), ("k", "2", 20L)))
+    }
+    test(s"session count counts a null value: k=x@1, k=null@20, gap 5 ms -> two sessions ($split)") {
+      val op = (df: DataFrame) =>
+        KStream(df).groupByKey.windowedBy(SessionWindows.ofInactivityGapWithNoGrace("5 ms")).count().df
+      assert(rows(streamRows(batches, org.apache.spark.sql.Encoders.product[Event], op, Set(1))) ==
+        Seq(("k", "1", 1L), ("k", "1", 20L)))
+    }
+  }
+
   modes("session count: gap 10 ms, grace 20 ms; 21 bridges [0,12] and [30,30]",
     Seq(0L, 5L, 30L, 12L, 21L).map(t => ms("k", t)),
     df => KStream(df).groupByKey.windowedBy(SessionWindows.ofInactivityGapAndGrace("10 ms", "20 ms"))
