@@ -176,9 +176,10 @@ private[kstreams] final class AggregateProcessor(
 
 /** Session-windowed aggregation (Kafka's `SessionWindowedKStream`): a record joins every session
   * of its key that it is within `gap` of (inclusive); those sessions merge into one whose
-  * aggregate is the merged aggregates plus the record. Each merged-away session gets a tombstone
-  * (null value) and the new session its result, timestamped with the session's latest record. A
-  * record whose merged session ends more than `grace` before the watermark is late. State: one
+  * aggregate is the merged aggregates plus the record. Unless the record is a session of its own,
+  * each session it touches gets a tombstone (null value, timestamped with that session's end) and
+  * the merged session its result, timestamped with its latest record (Kafka Streams 4.3). A record
+  * whose merged session ends before `watermark - grace - gap` is late. State: one
   * (end, aggregate, timestamp) per session start, removed by a timer once no record can reach it.
   */
 private[kstreams] final class SessionAggregateProcessor(
@@ -218,7 +219,10 @@ private[kstreams] final class SessionAggregateProcessor(
         }.toList.sortBy(_._1)
         val start = (ts :: touching.map(_._1)).min
         val end = (ts :: touching.map(_._2.getLong(0))).max
-        if (end + windows.graceMicros < watermarkMicros) out += Keyed.marker(width, ArrivalOrder.Reasons.Late)
+        // Kafka's rule (KStreamSessionWindowAggregate) with the watermark for stream time: late when
+        // the merged session ends before `streamTime - grace - gap`
+        if (end + windows.graceMicros + windows.gapMicros < watermarkMicros)
+          out += Keyed.marker(width, ArrivalOrder.Reasons.Late)
         else {
           val merged = touching.map(_._2.get(1)).reduceOption((a, b) => merger(a, b))
           val value = r.get(valueIndex)
@@ -227,18 +231,18 @@ private[kstreams] final class SessionAggregateProcessor(
             case None => initial.map(i => adder(i, value)).getOrElse(value)
           }
           val newTs = (ts :: touching.map(_._2.getLong(2))).max
-          val same = touching match {
-            case List((oldStart, old)) if oldStart == start && old.getLong(0) == end =>
-              newTs >= old.getLong(2) &&
-                java.util.Arrays.equals(adder.serialize(folded), adder.serialize(old.get(1)))
-            case _ => false
+          // As Kafka: unless the record is a session of its own ([ts, ts]), every session it
+          // touches is removed with a tombstone timestamped with that session's own end, even one
+          // the record lands inside without changing it; then the merged session is written.
+          val alone = start == ts && end == ts
+          val same = alone && touching.exists { case (_, old) =>
+            newTs >= old.getLong(2) && java.util.Arrays.equals(adder.serialize(folded), adder.serialize(old.get(1)))
           }
           if (same) out += Keyed.marker(width, KeyedReasons.Idempotent)
           else {
-            touching.foreach { case (oldStart, old) =>
+            if (!alone) touching.foreach { case (oldStart, old) =>
               sessions.removeKey(oldStart)
-              if (oldStart != start || old.getLong(0) != end)
-                out += Row(keyValue, oldStart, old.getLong(0), null, newTs, null)
+              out += Row(keyValue, oldStart, old.getLong(0), null, old.getLong(0), null)
             }
             sessions.updateValue(start, Row(end, folded, newTs))
             if (streaming) getHandle.registerTimer(Math.floorDiv(expiry(end), 1000L) + 1)

@@ -12,12 +12,13 @@ import org.apache.kafka.common.serialization.{Serdes, StringDeserializer, String
 import org.apache.kafka.common.utils.{Bytes, Utils}
 import org.apache.kafka.streams.{StreamsBuilder, TopologyTestDriver}
 import org.apache.kafka.streams.kstream.{Aggregator, Consumed, Initializer, KeyValueMapper, Materialized,
-  Produced, Reducer, ValueMapper, Windowed, KStream => KafkaStream, TimeWindows => KafkaTimeWindows}
+  Produced, Reducer, ValueMapper, Windowed, KStream => KafkaStream, SessionWindows => KafkaSessionWindows,
+  TimeWindows => KafkaTimeWindows}
 import org.apache.kafka.streams.state.{KeyValueStore, Stores}
 import org.apache.spark.sql.{DataFrame, Encoders, Row}
 import org.apache.spark.sql.functions.{concat, lit}
 
-import kstreams.{Event, KStream, SparkSuite, TimeWindows}
+import kstreams.{Event, KStream, SessionWindows, SparkSuite, TimeWindows}
 
 /** Kafka Streams 4.3.1 itself (`TopologyTestDriver`, record cache off, in-memory stores) and our
   * DSL on the same random keyed streams, compared exactly, per key and in order: every update a
@@ -75,6 +76,14 @@ class ConformanceSpec extends SparkSuite {
         .toStream(windowedKey[java.lang.Long]).mapValues(asString[java.lang.Long]),
       df => KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeAndGrace("10 milliseconds", "1 hour"))
         .count().df,
+      windowed = true),
+    Operator("session count (gap 5 ms, 1 h grace)",
+      s => s.groupByKey()
+        .windowedBy(KafkaSessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(5), Duration.ofHours(1)))
+        .count(Materialized.as[String, java.lang.Long](Stores.inMemorySessionStore("sessions", Duration.ofHours(2))))
+        .toStream(windowedKey[java.lang.Long]).mapValues(asString[java.lang.Long]),
+      df => KStream(df).groupByKey.windowedBy(SessionWindows.ofInactivityGapAndGrace("5 milliseconds", "1 hour"))
+        .count().df,
       windowed = true))
 
   for (op <- operators; (split, batches) <- Seq("one micro-batch" -> 1, "four micro-batches, a restart" -> 4)) {
@@ -103,7 +112,10 @@ class ConformanceSpec extends SparkSuite {
     rows.groupBy { r =>
       val key = r.getAs[String]("key")
       if (!windowed) key
-      else s"$key@${r.getAs[Row]("window").getAs[Timestamp]("start").getTime - Event.Base}"
+      else {
+        val window = r.getAs[Row]("window")
+        s"$key@${window.getAs[Timestamp]("start").getTime - Event.Base}-${window.getAs[Timestamp]("end").getTime - Event.Base}"
+      }
     }.map { case (k, rs) =>
       k -> rs.map(r => (Option(r.get(r.fieldIndex("value"))).map(_.toString).orNull,
         r.getAs[Timestamp]("timestamp").getTime - Event.Base))
@@ -196,7 +208,7 @@ object ConformanceSpec {
 
   def asString[V]: ValueMapper[V, String] = (v: V) => if (v == null) null else v.toString
 
-  /** A windowed result's key as `key@start` (start in ms after Event.Base). */
+  /** A windowed result's key as `key@start-end` (in ms after Event.Base). */
   def windowedKey[V]: KeyValueMapper[Windowed[String], V, String] =
-    (k: Windowed[String], _: V) => s"${k.key()}@${k.window().start() - Event.Base}"
+    (k: Windowed[String], _: V) => s"${k.key()}@${k.window().start() - Event.Base}-${k.window().end() - Event.Base}"
 }
