@@ -190,13 +190,18 @@ private[kstreams] final class TableJoinProcessor(
         val resultTs = if (otherPresent) Math.max(ts, times(other).asInstanceOf[Long]) else ts
         def emit(tombstone: Boolean): Unit =
           out += Row(keyValue, values(0), values(1), tombstone, resultTs, null)
-        if (value == null && !hadRow) () // deleting a key that had no row changes nothing
-        else kind match {
+        // As Kafka Streams 4.3's KTableKTable*Join processors: a change is joined with the other
+        // side's current row whenever the side that decides the result has one, even a delete of a
+        // key this side never had (the inner join then forwards a tombstone); with no such row a
+        // delete of an absent key changes nothing.
+        val deleteOfAbsent = value == null && !hadRow
+        kind match {
           case JoinKind.Inner => if (otherPresent) emit(tombstone = value == null)
           case JoinKind.Left =>
-            if (side == 0) emit(tombstone = value == null)
+            if (side == 0) { if (!(deleteOfAbsent && !otherPresent)) emit(tombstone = value == null) }
             else if (values(0) != null) emit(tombstone = false)
-          case JoinKind.Outer => emit(tombstone = values(0) == null && values(1) == null)
+          case JoinKind.Outer =>
+            if (!(deleteOfAbsent && !otherPresent)) emit(tombstone = values(0) == null && values(1) == null)
         }
       }
     }

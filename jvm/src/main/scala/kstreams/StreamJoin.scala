@@ -35,7 +35,9 @@ object JoinWindows {
   * time difference, and the result is timestamped max(t1, t2). Left/outer joins emit a record that
   * never matched when its window closes, at the record's timestamp (or at the end of a batch
   * DataFrame). Records are never dropped for being late: a late record still joins what is
-  * buffered, and an unmatched one is emitted at once.
+  * buffered, and an unmatched one is emitted at once. As in Kafka Streams 4.3, records with a null
+  * value are skipped, and so are null keys except on an outer side, where they are emitted
+  * unmatched at once (KIP-962).
   */
 private[kstreams] object StreamJoin {
   val Matched = "__kstreams_has_match"
@@ -58,7 +60,7 @@ private[kstreams] object StreamJoin {
     }
     val cols = left.columns
     val result = ArrivalOrder.finish(processed, name,
-      Seq(KeyedReasons.NullKey, KeyedReasons.NullTimestamp))
+      Seq(KeyedReasons.NullKey, KeyedReasons.NullValue, KeyedReasons.NullTimestamp))
       .select(col(Keyed.Key).as(cols.key),
         joiner(col(Keyed.value(0)), col(Keyed.value(1))).as(cols.value),
         Keyed.timestampColumn(col(Keyed.Ts), cols.timestamp, input.watermarkDelayMs))
@@ -139,12 +141,18 @@ private[kstreams] final class StreamJoinProcessor(
     val out = mutable.ArrayBuffer.empty[Row]
     evict(keyValue, sides, watermarkMicros, everything = false, out)
     Keyed.arrivalOrder(rows, layout).foreach { r =>
-      if (keyValue == null) out += Keyed.marker(5, KeyedReasons.NullKey)
-      else if (r.isNullAt(layout.tsIndex)) out += Keyed.marker(5, KeyedReasons.NullTimestamp)
+      val side = r.getInt(layout.sideIndex)
+      val value = r.get(layout.valueIndex(side))
+      if (r.isNullAt(layout.tsIndex)) out += Keyed.marker(5, KeyedReasons.NullTimestamp)
+      // Kafka Streams 4.3 (KStreamKStreamJoin, KIP-962): a null-key record of an outer side (left of
+      // a left join, either side of an outer join) is emitted unmatched at once; other null keys
+      // and every null value are skipped (StreamStreamJoinUtil.skipRecord)
+      else if (keyValue == null && value != null && emitsUnmatched(side))
+        out += result(keyValue, side, value, null, r.getLong(layout.tsIndex))
+      else if (keyValue == null) out += Keyed.marker(5, KeyedReasons.NullKey)
+      else if (value == null) out += Keyed.marker(5, KeyedReasons.NullValue)
       else {
-        val side = r.getInt(layout.sideIndex)
         val ts = r.getLong(layout.tsIndex)
-        val value = r.get(layout.valueIndex(side))
         var matched = false
         sides(1 - side).foreach { other =>
           if (Math.abs(ts - other.ts) <= windows.timeDifferenceMicros) {

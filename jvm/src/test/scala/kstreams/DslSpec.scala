@@ -131,6 +131,45 @@ class DslSpec extends SparkSuite {
     assert(rows(eventRows(events.map(Seq(_)), withDeletes)) == Seq(("0", null, 6L), ("0", "X0+Y0", 6L)))
   }
 
+  // issue cases from the Kafka Streams 4.3.1 comparison; "DELETE" becomes a null value
+  private val nullDeletes = (df: DataFrame) => df.withColumn("value", when(col("value") =!= "DELETE", col("value")))
+  private def splits(events: Seq[Event]) = Seq(Seq(events), events.map(Seq(_)))
+
+  test("table-table inner join: a left delete of a key it never had forwards a tombstone (Kafka)") {
+    // right k=R@1, then left k=null@2: KTableKTableInnerJoin forwards a tombstone at max(2, 1)
+    val events = Seq(ms("k", 1, partition = 1, value = "R"), ms("k", 2, value = "DELETE"))
+    for (batches <- splits(events))
+      assert(rows(eventRows(batches, df => tableJoin(nullDeletes(df)))) == Seq(("k", null, 2L)))
+  }
+
+  test("stream-stream joins skip a null value on either side (Kafka's StreamStreamJoinUtil.skipRecord)") {
+    val events = Seq(ms("k", 0, value = "l1"), ms("k", 1, partition = 1, value = "DELETE"))
+    val inner = (df: DataFrame) => {
+      val (l, r) = sides(nullDeletes(df)); l.join(r, plus, JoinWindows.ofTimeDifferenceWithNoGrace("10 ms")).df
+    }
+    for (batches <- splits(events)) assert(rows(eventRows(batches, inner)).isEmpty)
+  }
+
+  test("left and outer stream-stream joins emit a null-key record of the outer side at once (KIP-962)") {
+    val events = Seq(Event(null, "l1", new java.sql.Timestamp(Event.Base), 0, 0L),
+      Event(null, "r1", new java.sql.Timestamp(Event.Base + 1), 1, 0L))
+    def joined(kind: String)(df: DataFrame): DataFrame = {
+      val (l, r) = sides(df)
+      val w = JoinWindows.ofTimeDifferenceAndGrace("10 ms", "1 hour") // no window closes here
+      (if (kind == "left") l.leftJoin(r, plus, w) else if (kind == "outer") l.outerJoin(r, plus, w)
+        else l.join(r, plus, w)).df
+    }
+    def got(kind: String, batches: Seq[Seq[Event]]) = streamRows(batches,
+      org.apache.spark.sql.Encoders.product[Event], joined(kind)).map(r =>
+      (Option(r.getAs[String]("key")), r.getAs[String]("value"), r.getAs[java.sql.Timestamp]("timestamp").getTime - Event.Base))
+      .sortBy(_._3)
+    for (batches <- Seq(Seq(events), events.map(Seq(_)))) {
+      assert(got("left", batches) == Seq((None, "l1", 0L)))
+      assert(got("outer", batches) == Seq((None, "l1", 0L), (None, "r1", 1L)))
+      assert(got("inner", batches).isEmpty)
+    }
+  }
+
   modes("emit on change: A=1@10, B=2@11, A=1@12, B=3@13, A=1@9",
     Seq(ms("A", 10, value = "1"), ms("B", 11, value = "2"), ms("A", 12, value = "1"),
       ms("B", 13, value = "3"), ms("A", 9, value = "1")),
