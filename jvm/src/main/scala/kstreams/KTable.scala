@@ -4,7 +4,7 @@ import scala.collection.mutable
 
 import org.apache.spark.sql.{Column, DataFrame, Encoders, Row}
 import org.apache.spark.sql.functions._
-import org.apache.spark.sql.kstreams.ValueSerializer
+import org.apache.spark.sql.kstreams.{ChangeSequence, ValueSerializer}
 import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types._
 
@@ -17,10 +17,19 @@ import org.apache.spark.sql.types._
   * counts.join(KStream(profiles).toTable, (c, p) => concat(c.cast("string"), lit("/"), p))
   * }}}
   */
-final class KTable private[kstreams] (val df: DataFrame, val columns: StreamColumns) {
+final class KTable private[kstreams] (changes: DataFrame, val columns: StreamColumns) {
+
+  /** The update stream: key, value, timestamp. */
+  val df: DataFrame = changes.drop(KTable.ChangeOrder)
 
   /** The table's update stream as a [[KStream]] (Kafka's `toStream()`). */
   def toStream: KStream = KStream(df, columns)
+
+  /** The update stream with its changes numbered in the order the table made them, for an
+    * operator that must apply them in that order (a table join), never re-ordered by timestamp. */
+  private[kstreams] def changeStream: KStream =
+    KStream(changes, StreamColumns(columns.key, columns.value, columns.timestamp, partition = None,
+      offset = Some(KTable.ChangeOrder), onNullTimestamp = columns.onNullTimestamp))
 
   /** Inner join with `other` on the key: whenever either side changes and both have a row, emits
     * `joiner(thisValue, otherValue)` at the later of the two rows' timestamps; a delete on either
@@ -41,9 +50,16 @@ final class KTable private[kstreams] (val df: DataFrame, val columns: StreamColu
 }
 
 object KTable {
-  private[kstreams] def apply(df: DataFrame, columns: StreamColumns): KTable =
-    new KTable(df, StreamColumns(columns.key, columns.value, columns.timestamp, None, None,
-      columns.onNullTimestamp))
+  /** Hidden column of a table's changes: increasing in the order the producing task emitted them.
+    * A key's changes all come from the one task that holds the key, so per key this is the order
+    * of its changes inside a micro-batch (micro-batches are in order anyway). */
+  private[kstreams] val ChangeOrder = "__kstreams_change"
+
+  /** The table whose changes are `result`'s rows, as the processor that made them emitted them
+    * (call it on the processor's output before any shuffle). */
+  private[kstreams] def apply(result: DataFrame, columns: StreamColumns): KTable =
+    new KTable(result.withColumn(ChangeOrder, ChangeSequence.column()),
+      StreamColumns(columns.key, columns.value, columns.timestamp, None, None, columns.onNullTimestamp))
 
   /** `stream` read as a table (Kafka's `toTable()`): the latest value per key in arrival order, a
     * null value deletes. An update equal (serialized) to the stored value with a timestamp not
@@ -122,13 +138,14 @@ private[kstreams] object JoinKind {
 
 /** KTable-KTable join (spec section 5): state is each side's current value and timestamp per key;
   * every change of either side re-evaluates the key's result, timestamped with the later of the
-  * two rows (a delete: the later of the delete and the other row). Within a micro-batch the two
-  * tables' changes are merged by timestamp, ties to the left. */
+  * two rows (a delete: the later of the delete and the other row). Within a micro-batch each
+  * table's changes are applied in the order the table made them; the two tables' changes are
+  * merged by timestamp, ties to the left. */
 private[kstreams] object TableJoin {
   val Tombstone = "__kstreams_tombstone"
 
   def apply(left: KTable, right: KTable, joiner: (Column, Column) => Column, kind: JoinKind): KTable = {
-    val input = Keyed.prepare(Seq(Keyed.SideInput(left.toStream), Keyed.SideInput(right.toStream)))
+    val input = Keyed.prepare(Seq(Keyed.SideInput(left.changeStream), Keyed.SideInput(right.changeStream)))
     val outputSchema = StructType(Seq(
       input.keyField.copy(name = Keyed.Key, nullable = true),
       StructField(Keyed.value(0), input.valueTypes(0)), StructField(Keyed.value(1), input.valueTypes(1)),

@@ -142,6 +142,12 @@ class DslSpec extends SparkSuite {
       assert(rows(eventRows(batches, df => tableJoin(nullDeletes(df)))) == Seq(("k", null, 2L)))
   }
 
+  test("table-table join applies a table's updates in their order, not by timestamp (Kafka)") {
+    // left k=A@10, then k=B@5 (a later offset), then right k=R@20: the left table holds B
+    val events = Seq(ms("k", 10, value = "A"), ms("k", 5, value = "B"), ms("k", 20, partition = 1, value = "R"))
+    for (batches <- splits(events)) assert(rows(eventRows(batches, tableJoin)) == Seq(("k", "B+R", 20L)))
+  }
+
   test("stream-stream joins skip a null value on either side (Kafka's StreamStreamJoinUtil.skipRecord)") {
     val events = Seq(ms("k", 0, value = "l1"), ms("k", 1, partition = 1, value = "DELETE"))
     val inner = (df: DataFrame) => {
