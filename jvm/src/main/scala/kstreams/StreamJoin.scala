@@ -68,8 +68,9 @@ private[kstreams] object StreamJoin {
   }
 }
 
-/** One key's join buffers: per side an array of (ts, matched, value), kept in one ValueState and
-  * rewritten once per micro-batch; one event-time timer at the earliest window close. */
+/** One key's join buffers: per side an array of (ts, matched, value) in timestamp order, kept in
+  * one ValueState and rewritten once per micro-batch; one event-time timer at the earliest window
+  * close. */
 private[kstreams] final class StreamJoinProcessor(
     layout: Keyed.Layout,
     kind: JoinKind,
@@ -102,9 +103,19 @@ private[kstreams] final class StreamJoinProcessor(
     Option(buffers.get()).foreach { state =>
       (0 to 1).foreach { side =>
         state.getSeq[Row](side).foreach(e => sides(side) += new Buffered(e.getLong(0), e.getBoolean(1), e.get(2)))
+        sides(side) = sides(side).sortBy(_.ts) // stable; buffers written by older versions were in arrival order
       }
     }
     sides
+  }
+
+  /** Adds `e` after every buffered record with a timestamp not later than its own: a record meets
+    * the other side's records in timestamp order (ties in arrival order), as Kafka's window store
+    * fetch returns them. */
+  private def insertByTimestamp(buffer: mutable.ArrayBuffer[Buffered], e: Buffered): Unit = {
+    var at = buffer.size
+    while (at > 0 && buffer(at - 1).ts > e.ts) at -= 1
+    buffer.insert(at, e)
   }
 
   private def store(sides: Array[mutable.ArrayBuffer[Buffered]]): Unit = {
@@ -161,7 +172,7 @@ private[kstreams] final class StreamJoinProcessor(
             matched = true
           }
         }
-        if (closeMicros(ts) >= watermarkMicros) sides(side) += new Buffered(ts, matched, value)
+        if (closeMicros(ts) >= watermarkMicros) insertByTimestamp(sides(side), new Buffered(ts, matched, value))
         else if (!matched && emitsUnmatched(side)) out += result(keyValue, side, value, null, ts)
       }
     }

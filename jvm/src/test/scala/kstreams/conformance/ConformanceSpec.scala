@@ -12,13 +12,13 @@ import org.apache.kafka.common.serialization.{Serdes, StringDeserializer, String
 import org.apache.kafka.common.utils.{Bytes, Utils}
 import org.apache.kafka.streams.{StreamsBuilder, TopologyTestDriver}
 import org.apache.kafka.streams.kstream.{Aggregator, Consumed, Initializer, KeyValueMapper, Materialized,
-  Produced, Reducer, ValueMapper, Windowed, KStream => KafkaStream, SessionWindows => KafkaSessionWindows,
-  TimeWindows => KafkaTimeWindows}
-import org.apache.kafka.streams.state.{KeyValueStore, Stores}
-import org.apache.spark.sql.{DataFrame, Encoders, Row}
-import org.apache.spark.sql.functions.{concat, lit}
+  Produced, Reducer, StreamJoined, ValueJoiner, ValueMapper, Windowed, JoinWindows => KafkaJoinWindows,
+  KStream => KafkaStream, SessionWindows => KafkaSessionWindows, TimeWindows => KafkaTimeWindows}
+import org.apache.kafka.streams.state.{BuiltInDslStoreSuppliers, KeyValueStore, Stores}
+import org.apache.spark.sql.{Column, DataFrame, Encoders, Row}
+import org.apache.spark.sql.functions.{col, concat, concat_ws, lit}
 
-import kstreams.{Event, KStream, SessionWindows, SparkSuite, TimeWindows}
+import kstreams.{Event, JoinWindows, KStream, SessionWindows, SparkSuite, TimeWindows}
 
 /** Kafka Streams 4.3.1 itself (`TopologyTestDriver`, record cache off, in-memory stores) and our
   * DSL on the same random keyed streams, compared exactly, per key and in order: every update a
@@ -40,69 +40,111 @@ class ConformanceSpec extends SparkSuite {
     sys.env.get("KSTREAMS_CONFORMANCE_SEEDS").filter(_.trim.nonEmpty).map(parseSeeds).getOrElse(0 until 40)
   private val cases = seeds.map(generate)
 
-  /** One DSL operator both ways: Kafka's topology from the input stream to a stream of
-    * (key, value as string), and ours from the input DataFrame to rows read by `keyOf`. */
+  /** One DSL operator both ways: Kafka's topology from its input stream(s) ("left", "right") to
+    * a stream of (key, value as string), and ours from the input stream(s) to a DataFrame.
+    *
+    * @param tables      our output is a table's update stream: emit on change (our documented
+    *                    difference, spec section 6) is applied to Kafka's output
+    * @param tableInputs the inputs are read as tables: emit on change is applied to Kafka's input
+    * @param unmatchedByTime a left/outer stream join: Kafka emits an unmatched record once its
+    *                    stream time passes the window, we once the watermark passes window and
+    *                    grace (README); unmatched results with a key are left out on both sides
+    */
   private case class Operator(
       name: String,
-      kafka: KafkaStream[String, String] => KafkaStream[String, String],
-      ours: DataFrame => DataFrame,
-      windowed: Boolean = false)
+      sides: Int,
+      kafka: (KafkaStream[String, String], KafkaStream[String, String]) => KafkaStream[String, String],
+      ours: (KStream, KStream) => DataFrame,
+      windowed: Boolean = false,
+      tables: Boolean = true,
+      tableInputs: Boolean = false,
+      unmatchedByTime: Boolean = false)
 
   private val concatReducer: Reducer[String] = (a: String, b: String) => a + b
+  /** Both sides' joiner: the two values joined by "+", a missing one left out (Spark's concat_ws). */
+  private val plusJoiner: ValueJoiner[String, String, String] =
+    (l: String, r: String) => Seq(l, r).filter(_ != null).mkString("+")
+  private val plus = (l: Column, r: Column) => concat_ws("+", l, r)
+  // an hour of grace: no window closes in these cases, by stream time or by watermark
+  private val joinWindows = KafkaJoinWindows.ofTimeDifferenceAndGrace(Duration.ofMillis(10), Duration.ofHours(1))
+  private val ourJoinWindows = JoinWindows.ofTimeDifferenceAndGrace("10 milliseconds", "1 hour")
+  private val joined = StreamJoined.`with`(Serdes.String(), Serdes.String(), Serdes.String())
 
   private val operators = Seq(
-    Operator("count",
-      s => s.groupByKey().count(inMemory[java.lang.Long]("count")).toStream().mapValues(asString[java.lang.Long]),
-      df => KStream(df).groupByKey.count().df),
-    Operator("reduce",
-      s => s.groupByKey().reduce(concatReducer, inMemory[String]("reduce")).toStream(),
-      df => KStream(df).groupByKey.reduce((agg, v) => concat(agg, v)).df),
-    Operator("aggregate",
-      s => s.groupByKey().aggregate[String](
+    Operator("count", 1,
+      (s, _) => s.groupByKey().count(inMemory[java.lang.Long]("count")).toStream().mapValues(asString[java.lang.Long]),
+      (s, _) => s.groupByKey.count().df),
+    Operator("reduce", 1,
+      (s, _) => s.groupByKey().reduce(concatReducer, inMemory[String]("reduce")).toStream(),
+      (s, _) => s.groupByKey.reduce((agg, v) => concat(agg, v)).df),
+    Operator("aggregate", 1,
+      (s, _) => s.groupByKey().aggregate[String](
         (() => "<"): Initializer[String],
         ((_: String, v: String, agg: String) => agg + v): Aggregator[String, String, String],
         inMemory[String]("aggregate")).toStream(),
-      df => KStream(df).groupByKey.aggregate(lit("<"), (agg, v) => concat(agg, v)).df),
-    Operator("toTable",
-      s => s.toTable(inMemory[String]("table")).toStream(),
-      df => KStream(df).toTable.df),
+      (s, _) => s.groupByKey.aggregate(lit("<"), (agg, v) => concat(agg, v)).df),
+    Operator("toTable", 1,
+      (s, _) => s.toTable(inMemory[String]("table")).toStream(),
+      (s, _) => s.toTable.df),
     // Windows close by the query's watermark here and by stream time in Kafka (README): a grace of
     // an hour keeps every window of these cases open in both.
-    Operator("windowed count (10 ms windows, 1 h grace)",
-      s => s.groupByKey()
+    Operator("windowed count (10 ms windows, 1 h grace)", 1,
+      (s, _) => s.groupByKey()
         .windowedBy(KafkaTimeWindows.ofSizeAndGrace(Duration.ofMillis(10), Duration.ofHours(1)))
         .count(Materialized.as[String, java.lang.Long](
           Stores.inMemoryWindowStore("windowed", Duration.ofHours(2), Duration.ofMillis(10), false)))
         .toStream(windowedKey[java.lang.Long]).mapValues(asString[java.lang.Long]),
-      df => KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeAndGrace("10 milliseconds", "1 hour"))
-        .count().df,
+      (s, _) => s.groupByKey.windowedBy(TimeWindows.ofSizeAndGrace("10 milliseconds", "1 hour")).count().df,
       windowed = true),
-    Operator("session count (gap 5 ms, 1 h grace)",
-      s => s.groupByKey()
+    Operator("session count (gap 5 ms, 1 h grace)", 1,
+      (s, _) => s.groupByKey()
         .windowedBy(KafkaSessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(5), Duration.ofHours(1)))
         .count(Materialized.as[String, java.lang.Long](Stores.inMemorySessionStore("sessions", Duration.ofHours(2))))
         .toStream(windowedKey[java.lang.Long]).mapValues(asString[java.lang.Long]),
-      df => KStream(df).groupByKey.windowedBy(SessionWindows.ofInactivityGapAndGrace("5 milliseconds", "1 hour"))
-        .count().df,
-      windowed = true))
+      (s, _) => s.groupByKey.windowedBy(SessionWindows.ofInactivityGapAndGrace("5 milliseconds", "1 hour")).count().df,
+      windowed = true),
+    Operator("stream-stream join (10 ms, 1 h grace)", 2,
+      (l, r) => l.join(r, plusJoiner, joinWindows, joined),
+      (l, r) => l.join(r, plus, ourJoinWindows).df, tables = false),
+    Operator("stream-stream left join (10 ms, 1 h grace)", 2,
+      (l, r) => l.leftJoin(r, plusJoiner, joinWindows, joined),
+      (l, r) => l.leftJoin(r, plus, ourJoinWindows).df, tables = false, unmatchedByTime = true),
+    Operator("stream-stream outer join (10 ms, 1 h grace)", 2,
+      (l, r) => l.outerJoin(r, plusJoiner, joinWindows, joined),
+      (l, r) => l.outerJoin(r, plus, ourJoinWindows).df, tables = false, unmatchedByTime = true),
+    Operator("table-table join", 2,
+      (l, r) => l.toTable(inMemory[String]("l")).join(r.toTable(inMemory[String]("r")), plusJoiner).toStream(),
+      (l, r) => l.toTable.join(r.toTable, plus).df, tables = false, tableInputs = true),
+    Operator("table-table left join", 2,
+      (l, r) => l.toTable(inMemory[String]("l")).leftJoin(r.toTable(inMemory[String]("r")), plusJoiner).toStream(),
+      (l, r) => l.toTable.leftJoin(r.toTable, plus).df, tables = false, tableInputs = true),
+    Operator("table-table outer join", 2,
+      (l, r) => l.toTable(inMemory[String]("l")).outerJoin(r.toTable(inMemory[String]("r")), plusJoiner).toStream(),
+      (l, r) => l.toTable.outerJoin(r.toTable, plus).df, tables = false, tableInputs = true))
 
   for (op <- operators; (split, batches) <- Seq("one micro-batch" -> 1, "four micro-batches, a restart" -> 4)) {
     test(s"${op.name} agrees with Kafka Streams 4.3.1, ${cases.size} cases, $split") {
-      val want = cases.flatMap(c => kafkaUpdates(c, op.kafka)).toMap.map { case (k, u) => k -> emitOnChange(u) }
-      val inBatches = (0 until batches).map(b => cases.flatMap(c => c.records.zipWithIndex.collect {
-        case (e, i) if i * batches / c.records.size == b => e
-      }))
-      val rows = streamRows(inBatches, Encoders.product[Event], op.ours,
+      val inBatches = (0 until batches).map(b => cases.flatMap(c => c.inBatch(b, batches, op.sides)))
+      val fromKafka = cases.flatMap(c => kafkaUpdates(c, batches, op.sides, op.tableInputs, op.kafka))
+        .groupBy(_._1).map { case (k, kvs) => k -> kvs.flatMap(_._2) }
+      val want = fromKafka.map { case (k, u) => k -> (if (op.tables) emitOnChange(u) else u) }
+      val rows = streamRows(inBatches, Encoders.product[Event], df => op.ours(
+        KStream(df.where(col("partition") % 8 < 4)), KStream(df.where(col("partition") % 8 >= 4))),
         restartBefore = if (batches > 1) Set(batches / 2) else Set.empty)
       val got = ourUpdates(rows, op.windowed)
-      val differing = (want.keySet ++ got.keySet).toSeq.sorted
-        .filter(k => want.getOrElse(k, Nil) != got.getOrElse(k, Nil))
+      def comparable(updates: Map[String, Seq[(String, Long)]]) = updates.map { case (k, u) =>
+        // null-key results of different cases interleave differently: compare them as a multiset
+        k -> (if (k == NullKey) u.sortBy(x => (x._2, x._1)) else u)
+          .filterNot { case (v, _) => op.unmatchedByTime && k != NullKey && v != null && !v.contains("+") }
+      }.filter(_._2.nonEmpty)
+      val (w, g) = (comparable(want), comparable(got))
+      val differing = (w.keySet ++ g.keySet).toSeq.sorted.filter(k => w.getOrElse(k, Nil) != g.getOrElse(k, Nil))
       assert(differing.isEmpty, differing.take(3).map { k =>
-        val c = cases.find(_.seed == k.drop(1).takeWhile(_ != '-').toInt).get
-        s"\nkey $k (case ${c.seed}, ${c.partitions} partitions): Kafka ${want.getOrElse(k, Nil)}, " +
-          s"kstreams ${got.getOrElse(k, Nil)}\n  input: ${c.describe}"
+        val c = scala.util.Try(k.drop(1).takeWhile(_ != '-').toInt).toOption.flatMap(s => cases.find(_.seed == s))
+        s"\nkey $k: Kafka ${w.getOrElse(k, Nil)}, kstreams ${g.getOrElse(k, Nil)}" +
+          c.map(c => s"\n  case ${c.seed}, ${c.partitions} partitions: ${c.describe}").getOrElse("")
       }.mkString)
-      assert(want.values.map(_.size).sum > cases.size, "the cases produced almost no output")
+      assert(w.values.map(_.size).sum > cases.size, "the cases produced almost no output")
     }
   }
 
@@ -110,7 +152,7 @@ class ConformanceSpec extends SparkSuite {
     * micro-batch order and, inside one, in the order the key's task emitted them. */
   private def ourUpdates(rows: Seq[Row], windowed: Boolean): Map[String, Seq[(String, Long)]] =
     rows.groupBy { r =>
-      val key = r.getAs[String]("key")
+      val key = Option(r.getAs[String]("key")).getOrElse(NullKey)
       if (!windowed) key
       else {
         val window = r.getAs[Row]("window")
@@ -123,12 +165,24 @@ class ConformanceSpec extends SparkSuite {
 }
 
 object ConformanceSpec {
-  /** One random case: records in send order (partition and offset set). */
-  final case class Case(seed: Int, partitions: Int, records: Seq[Event]) {
-    def describe: String = records.map { e =>
-      s"${e.partition % 4}:${Option(e.key).getOrElse("null")}=${Option(e.value).getOrElse("null")}" +
-        s"@${e.timestamp.getTime - Event.Base}"
-    }.mkString(", ")
+  /** Key of null-key results (of every case). */
+  val NullKey = "<null>"
+
+  /** One random case: each side's records in send order (partition and offset set; our partition
+    * of side `s`, Kafka partition `p` is `seed * 8 + s * 4 + p`). */
+  final case class Case(seed: Int, partitions: Int, left: Seq[Event], right: Seq[Event]) {
+    /** The records of micro-batch `b` of `batches` (each side cut into `batches` even runs). */
+    def inBatch(b: Int, batches: Int, sides: Int): Seq[Event] =
+      Seq(left, right).take(sides).flatMap(records => records.zipWithIndex.collect {
+        case (e, i) if i * batches / records.size == b => e
+      })
+
+    def describe: String = Seq("left" -> left, "right" -> right).map { case (side, records) =>
+      s"$side: " + records.map { e =>
+        s"${e.partition % 4}:${Option(e.key).getOrElse("null")}=${Option(e.value).getOrElse("null")}" +
+          s"@${e.timestamp.getTime - Event.Base}"
+      }.mkString(", ")
+    }.mkString("; ")
   }
 
   def parseSeeds(text: String): Seq[Int] = text.split(",").toSeq.flatMap { part =>
@@ -138,58 +192,113 @@ object ConformanceSpec {
     }
   }
 
-  /** Case `seed`: keys `s<seed>-a` .. `-d` and null, values x, y, z and null, partitions
-    * `seed * 4 + p` on our side (cases never share a partition or a key). */
+  /** Case `seed`: keys `s<seed>-a` .. `-d` and null, values x, y, z and null, timestamps moving
+    * forward with out-of-order and late records; the right side the same way from its own draws. */
   def generate(seed: Int): Case = {
     val rng = new Random(seed)
     val partitions = 1 + rng.nextInt(3)
-    val n = 20 + rng.nextInt(30)
-    var t = 1000L
-    val offsets = Array.fill(partitions)(0L)
-    val records = (0 until n).map { _ =>
-      t += rng.nextInt(6)
-      val ts = rng.nextInt(10) match {
-        case 0 => t - 15 - rng.nextInt(30) // late
-        case 1 | 2 => t - rng.nextInt(8) // out of order
-        case _ => t
+    def side(s: Int): Seq[Event] = {
+      val n = 20 + rng.nextInt(30)
+      var t = 1000L
+      val offsets = Array.fill(partitions)(0L)
+      (0 until n).map { _ =>
+        t += rng.nextInt(6)
+        val ts = rng.nextInt(10) match {
+          case 0 => t - 15 - rng.nextInt(30) // late
+          case 1 | 2 => t - rng.nextInt(8) // out of order
+          case _ => t
+        }
+        val key = if (rng.nextInt(8) == 0) null else s"s$seed-${"abcd"(rng.nextInt(4))}"
+        val value = if (rng.nextInt(8) == 0) null else "xyz"(rng.nextInt(3)).toString
+        val p = if (key == null) rng.nextInt(partitions) else kafkaPartition(key, partitions)
+        val offset = offsets(p); offsets(p) += 1
+        Event(key, value, new Timestamp(Event.Base + ts), seed * 8 + s * 4 + p, offset)
       }
-      val key = if (rng.nextInt(8) == 0) null else s"s$seed-${"abcd"(rng.nextInt(4))}"
-      val value = if (rng.nextInt(8) == 0) null else "xyz"(rng.nextInt(3)).toString
-      val p = if (key == null) rng.nextInt(partitions) else kafkaPartition(key, partitions)
-      val offset = offsets(p); offsets(p) += 1
-      Event(key, value, new Timestamp(Event.Base + ts), seed * 4 + p, offset)
     }
-    Case(seed, partitions, records)
+    val left = side(0)
+    Case(seed, partitions, left, side(1))
   }
 
   /** Kafka's default partitioner for a keyed record. */
   def kafkaPartition(key: String, partitions: Int): Int =
     Utils.toPositive(Utils.murmur2(key.getBytes("UTF-8"))) % partitions
 
-  /** Per key, (value, timestamp in ms after Event.Base) of every record Kafka's topology wrote,
-    * one driver per partition. */
-  def kafkaUpdates(c: Case, topology: KafkaStream[String, String] => KafkaStream[String, String])
-      : Map[String, Seq[(String, Long)]] =
-    c.records.groupBy(_.partition).toSeq.flatMap { case (_, records) =>
-      val builder = new StreamsBuilder()
-      topology(builder.stream("in", Consumed.`with`(Serdes.String(), Serdes.String())))
-        .to("out", Produced.`with`(Serdes.String(), Serdes.String()))
-      val props = new Properties()
-      props.put("application.id", "conformance")
-      props.put("bootstrap.servers", "127.0.0.1:9") // never contacted by the test driver
-      props.put("statestore.cache.max.bytes", "0") // every update, as our operators emit them
-      props.put("default.key.serde", classOf[Serdes.StringSerde].getName)
-      props.put("default.value.serde", classOf[Serdes.StringSerde].getName)
-      props.put("state.dir", Files.createTempDirectory("kafka-streams").toString)
-      val driver = new TopologyTestDriver(builder.build(), props)
-      try {
-        val in = driver.createInputTopic("in", new StringSerializer, new StringSerializer)
-        records.sortBy(_.offset).foreach(e => in.pipeInput(e.key, e.value, e.timestamp.getTime))
-        driver.createOutputTopic("out", new StringDeserializer, new StringDeserializer)
-          .readRecordsToList().asScala.toSeq
-          .map(r => r.key() -> (r.value(), r.timestamp().longValue - Event.Base))
-      } finally driver.close()
-    }.groupBy(_._1).map { case (k, kvs) => k -> kvs.map(_._2) }
+  /** Per key, (value, timestamp in ms after Event.Base) of every record Kafka's topology wrote.
+    *
+    * One side: one driver per partition, records in offset order (one task per partition). Two
+    * sides: one driver per partition and key, fed each micro-batch's records of the key in the
+    * order our operators take them (each side in offset order, the two merged by timestamp, ties
+    * to the left: README), which Kafka would take from its own arrival order. With `tableInputs`,
+    * each side's records first go through our tables' emit on change. */
+  def kafkaUpdates(
+      c: Case,
+      batches: Int,
+      sides: Int,
+      tableInputs: Boolean,
+      topology: (KafkaStream[String, String], KafkaStream[String, String]) => KafkaStream[String, String])
+      : Seq[(String, Seq[(String, Long)])] = {
+    val perBatch = (0 until batches).map(b => c.inBatch(b, batches, sides))
+    val all = perBatch.flatten
+    val units = if (sides == 1) all.groupBy(_.partition % 4).values.toSeq
+      else all.groupBy(e => (e.partition % 4, Option(e.key))).values.toSeq
+    units.flatMap { unit =>
+      val inUnit = unit.toSet
+      val kept: Set[Event] = if (!tableInputs) inUnit else (0 until sides).flatMap { s =>
+        val mine = all.filter(e => inUnit(e) && (e.partition % 8) / 4 == s)
+        val keptUpdates = emitOnChange(mine.map(e => (e.value, e.timestamp.getTime)))
+        // emitOnChange keeps a subsequence: walk both in order to keep the records it kept
+        var i = 0
+        mine.filter { e =>
+          val keep = i < keptUpdates.size && keptUpdates(i) == ((e.value, e.timestamp.getTime))
+          if (keep) i += 1
+          keep
+        }
+      }.toSet
+      val order = perBatch.flatMap { batch =>
+        val bySide = (0 until sides).map(s => batch.filter(e => kept(e) && (e.partition % 8) / 4 == s)
+          .sortBy(e => (e.partition, e.offset)))
+        mergeByTimestamp(bySide)
+      }
+      runDriver(order, topology)
+    }.groupBy(_._1).toSeq.map { case (k, kvs) => k -> kvs.map(_._2) }
+  }
+
+  /** Sides merged by timestamp, ties to the lower side, each side's order kept. */
+  private def mergeByTimestamp(sides: Seq[Seq[Event]]): Seq[Event] = {
+    val heads = Array.fill(sides.size)(0)
+    val out = Seq.newBuilder[Event]
+    while (sides.indices.exists(i => heads(i) < sides(i).size)) {
+      val next = sides.indices.filter(i => heads(i) < sides(i).size).minBy(i => (sides(i)(heads(i)).timestamp.getTime, i))
+      out += sides(next)(heads(next)); heads(next) += 1
+    }
+    out.result()
+  }
+
+  private def runDriver(
+      records: Seq[Event],
+      topology: (KafkaStream[String, String], KafkaStream[String, String]) => KafkaStream[String, String])
+      : Seq[(String, (String, Long))] = {
+    val builder = new StreamsBuilder()
+    val consumed = Consumed.`with`(Serdes.String(), Serdes.String())
+    topology(builder.stream("left", consumed), builder.stream("right", consumed))
+      .to("out", Produced.`with`(Serdes.String(), Serdes.String()))
+    val props = new Properties()
+    props.put("application.id", "conformance")
+    props.put("bootstrap.servers", "127.0.0.1:9") // never contacted by the test driver
+    props.put("statestore.cache.max.bytes", "0") // every update, as our operators emit them
+    props.put("default.key.serde", classOf[Serdes.StringSerde].getName)
+    props.put("default.value.serde", classOf[Serdes.StringSerde].getName)
+    props.put("dsl.store.suppliers.class", classOf[BuiltInDslStoreSuppliers.InMemoryDslStoreSuppliers].getName)
+    props.put("state.dir", Files.createTempDirectory("kafka-streams").toString)
+    val driver = new TopologyTestDriver(builder.build(), props)
+    try {
+      val inputs = Seq("left", "right").map(t => driver.createInputTopic(t, new StringSerializer, new StringSerializer))
+      records.foreach(e => inputs((e.partition % 8) / 4).pipeInput(e.key, e.value, e.timestamp.getTime))
+      driver.createOutputTopic("out", new StringDeserializer, new StringDeserializer)
+        .readRecordsToList().asScala.toSeq
+        .map(r => Option(r.key()).getOrElse(NullKey) -> (r.value(), r.timestamp().longValue - Event.Base))
+    } finally driver.close()
+  }
 
   /** Our documented difference for every table (spec section 6, KIP-557, which Kafka reverted):
     * an update with the stored value and a timestamp not older is dropped and leaves the stored
