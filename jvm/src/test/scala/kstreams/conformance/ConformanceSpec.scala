@@ -148,6 +148,45 @@ class ConformanceSpec extends SparkSuite {
     }
   }
 
+  // Without grace, windows close by stream time in Kafka and by the watermark here. With one
+  // partition and one record per micro-batch the two clocks agree (the watermark with delay 0 is
+  // the largest timestamp of the earlier records, Kafka's stream time before the record; a late
+  // record does not move either), so the closing rules themselves are compared: one query per
+  // case, the first one-partition cases.
+  private val noGrace = Seq(
+    Operator("windowed count (10 ms windows, no grace)", 1,
+      (s, _) => s.groupByKey()
+        .windowedBy(KafkaTimeWindows.ofSizeWithNoGrace(Duration.ofMillis(10)))
+        .count(Materialized.as[String, java.lang.Long](
+          Stores.inMemoryWindowStore("windowed", Duration.ofHours(2), Duration.ofMillis(10), false)))
+        .toStream(windowedKey[java.lang.Long]).mapValues(asString[java.lang.Long]),
+      (s, _) => s.groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 milliseconds")).count().df,
+      windowed = true),
+    Operator("session count (gap 5 ms, no grace)", 1,
+      (s, _) => s.groupByKey()
+        .windowedBy(KafkaSessionWindows.ofInactivityGapWithNoGrace(Duration.ofMillis(5)))
+        .count(Materialized.as[String, java.lang.Long](Stores.inMemorySessionStore("sessions", Duration.ofHours(2))))
+        .toStream(windowedKey[java.lang.Long]).mapValues(asString[java.lang.Long]),
+      (s, _) => s.groupByKey.windowedBy(SessionWindows.ofInactivityGapWithNoGrace("5 milliseconds")).count().df,
+      windowed = true))
+  private val onePartitionCases = cases.filter(_.partitions == 1).take(3)
+
+  for (op <- noGrace) {
+    test(s"${op.name} agrees with Kafka Streams 4.3.1, ${onePartitionCases.size} one-partition cases, " +
+        "one micro-batch per record") {
+      val differing = onePartitionCases.flatMap { c =>
+        val want = kafkaUpdates(c, 1, 1, tableInputs = false, op.kafka)
+          .map { case (k, u) => k -> emitOnChange(u) }.toMap
+        val got = ourUpdates(streamRows(c.left.map(Seq(_)), Encoders.product[Event],
+          df => op.ours(KStream(df), null)), op.windowed)
+        (want.keySet ++ got.keySet).toSeq.sorted.filter(k => want.getOrElse(k, Nil) != got.getOrElse(k, Nil))
+          .map(k => s"\nkey $k: Kafka ${want.getOrElse(k, Nil)}, kstreams ${got.getOrElse(k, Nil)}" +
+            s"\n  case ${c.seed}: ${c.describe}")
+      }
+      assert(differing.isEmpty, differing.take(3).mkString)
+    }
+  }
+
   /** Per key, (value, timestamp in ms after Event.Base) of every update our operator emitted, in
     * micro-batch order and, inside one, in the order the key's task emitted them. */
   private def ourUpdates(rows: Seq[Row], windowed: Boolean): Map[String, Seq[(String, Long)]] =
