@@ -224,7 +224,12 @@ private[kstreams] final class SessionAggregateProcessor(
         if (end + windows.graceMicros + windows.gapMicros < watermarkMicros)
           out += Keyed.marker(width, ArrivalOrder.Reasons.Late)
         else {
-          val merged = touching.map(_._2.get(1)).reduceOption((a, b) => merger(a, b))
+          // As Kafka: the touched sessions' aggregates are merged into a fresh initial aggregate
+          // (reduce has none: the first session's aggregate starts it)
+          val aggregates = touching.map(_._2.get(1))
+          val merged = if (aggregates.isEmpty) None
+            else Some(initial.map(i => aggregates.foldLeft(i)((a, b) => merger(a, b)))
+              .getOrElse(aggregates.reduce((a, b) => merger(a, b))))
           val value = r.get(valueIndex)
           val folded = merged match {
             case Some(agg) => adder(agg, value)

@@ -11,7 +11,7 @@ import scala.util.Random
 import org.apache.kafka.common.serialization.{Serdes, StringDeserializer, StringSerializer}
 import org.apache.kafka.common.utils.{Bytes, Utils}
 import org.apache.kafka.streams.{StreamsBuilder, TopologyTestDriver}
-import org.apache.kafka.streams.kstream.{Aggregator, Consumed, Initializer, KeyValueMapper, Materialized,
+import org.apache.kafka.streams.kstream.{Aggregator, Consumed, Initializer, KeyValueMapper, Materialized, Merger,
   Produced, Reducer, StreamJoined, ValueJoiner, ValueMapper, Windowed, JoinWindows => KafkaJoinWindows,
   KStream => KafkaStream, SessionWindows => KafkaSessionWindows, TimeWindows => KafkaTimeWindows}
 import org.apache.kafka.streams.state.{BuiltInDslStoreSuppliers, KeyValueStore, Stores}
@@ -61,6 +61,7 @@ class ConformanceSpec extends SparkSuite {
       unmatchedByTime: Boolean = false)
 
   private val concatReducer: Reducer[String] = (a: String, b: String) => a + b
+  private val nullAsEmpty: Reducer[String] = (a: String, b: String) => Option(a).getOrElse("") + Option(b).getOrElse("")
   /** Both sides' joiner: the two values joined by "+", a missing one left out (Spark's concat_ws). */
   private val plusJoiner: ValueJoiner[String, String, String] =
     (l: String, r: String) => Seq(l, r).filter(_ != null).mkString("+")
@@ -95,6 +96,38 @@ class ConformanceSpec extends SparkSuite {
           Stores.inMemoryWindowStore("windowed", Duration.ofHours(2), Duration.ofMillis(10), false)))
         .toStream(windowedKey[java.lang.Long]).mapValues(asString[java.lang.Long]),
       (s, _) => s.groupByKey.windowedBy(TimeWindows.ofSizeAndGrace("10 milliseconds", "1 hour")).count().df,
+      windowed = true),
+    // windowed aggregations fold null values in; the adders treat null as "" on both sides
+    Operator("windowed reduce (10 ms windows, 1 h grace)", 1,
+      (s, _) => s.groupByKey()
+        .windowedBy(KafkaTimeWindows.ofSizeAndGrace(Duration.ofMillis(10), Duration.ofHours(1)))
+        .reduce(nullAsEmpty, Materialized.as[String, String](
+          Stores.inMemoryWindowStore("windowed", Duration.ofHours(2), Duration.ofMillis(10), false)))
+        .toStream(windowedKey[String]),
+      (s, _) => s.groupByKey.windowedBy(TimeWindows.ofSizeAndGrace("10 milliseconds", "1 hour"))
+        .reduce((agg, v) => concat_ws("", agg, v)).df,
+      windowed = true),
+    Operator("windowed aggregate (10 ms windows, 1 h grace)", 1,
+      (s, _) => s.groupByKey()
+        .windowedBy(KafkaTimeWindows.ofSizeAndGrace(Duration.ofMillis(10), Duration.ofHours(1)))
+        .aggregate[String]((() => "<"): Initializer[String],
+          ((_: String, v: String, agg: String) => nullAsEmpty.apply(agg, v)): Aggregator[String, String, String],
+          Materialized.as[String, String](
+            Stores.inMemoryWindowStore("windowed", Duration.ofHours(2), Duration.ofMillis(10), false)))
+        .toStream(windowedKey[String]),
+      (s, _) => s.groupByKey.windowedBy(TimeWindows.ofSizeAndGrace("10 milliseconds", "1 hour"))
+        .aggregate(lit("<"), (agg, v) => concat_ws("", agg, v)).df,
+      windowed = true),
+    Operator("session aggregate (gap 5 ms, 1 h grace)", 1,
+      (s, _) => s.groupByKey()
+        .windowedBy(KafkaSessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(5), Duration.ofHours(1)))
+        .aggregate[String]((() => "<"): Initializer[String],
+          ((_: String, v: String, agg: String) => nullAsEmpty.apply(agg, v)): Aggregator[String, String, String],
+          ((_: String, a1: String, a2: String) => nullAsEmpty.apply(a1, a2)): Merger[String, String],
+          Materialized.as[String, String](Stores.inMemorySessionStore("sessions", Duration.ofHours(2))))
+        .toStream(windowedKey[String]),
+      (s, _) => s.groupByKey.windowedBy(SessionWindows.ofInactivityGapAndGrace("5 milliseconds", "1 hour"))
+        .aggregate(lit("<"), (agg, v) => concat_ws("", agg, v), (a1, a2) => concat_ws("", a1, a2)).df,
       windowed = true),
     Operator("session count (gap 5 ms, 1 h grace)", 1,
       (s, _) => s.groupByKey()
