@@ -240,8 +240,9 @@ private[kstreams] final class SessionAggregateProcessor(
           // touches is removed with a tombstone timestamped with that session's own end, even one
           // the record lands inside without changing it; then the merged session is written.
           val alone = start == ts && end == ts
-          val same = alone && touching.exists { case (_, old) =>
-            newTs >= old.getLong(2) && java.util.Arrays.equals(adder.serialize(folded), adder.serialize(old.get(1)))
+          val same = alone && folded != null && touching.exists { case (_, old) =>
+            !old.isNullAt(1) && newTs >= old.getLong(2) &&
+              java.util.Arrays.equals(adder.serialize(folded), adder.serialize(old.get(1)))
           }
           if (same) out += Keyed.marker(width, KeyedReasons.Idempotent)
           else {
@@ -249,8 +250,12 @@ private[kstreams] final class SessionAggregateProcessor(
               sessions.removeKey(oldStart)
               out += Row(keyValue, oldStart, old.getLong(0), null, old.getLong(0), null)
             }
-            sessions.updateValue(start, Row(end, folded, newTs))
-            if (streaming) getHandle.registerTimer(Math.floorDiv(expiry(end), 1000L) + 1)
+            // a null aggregate deletes the session, as a put of null does in Kafka's session store
+            if (folded == null) sessions.removeKey(start)
+            else {
+              sessions.updateValue(start, Row(end, folded, newTs))
+              if (streaming) getHandle.registerTimer(Math.floorDiv(expiry(end), 1000L) + 1)
+            }
             out += Row(keyValue, start, end, folded, newTs, null)
           }
         }

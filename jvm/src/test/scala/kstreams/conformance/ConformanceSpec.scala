@@ -118,6 +118,14 @@ class ConformanceSpec extends SparkSuite {
       (s, _) => s.groupByKey.windowedBy(TimeWindows.ofSizeAndGrace("10 milliseconds", "1 hour"))
         .aggregate(lit("<"), (agg, v) => concat_ws("", agg, v)).df,
       windowed = true),
+    Operator("session reduce (gap 5 ms, 1 h grace)", 1,
+      (s, _) => s.groupByKey()
+        .windowedBy(KafkaSessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(5), Duration.ofHours(1)))
+        .reduce(nullAsEmpty, Materialized.as[String, String](Stores.inMemorySessionStore("sessions", Duration.ofHours(2))))
+        .toStream(windowedKey[String]),
+      (s, _) => s.groupByKey.windowedBy(SessionWindows.ofInactivityGapAndGrace("5 milliseconds", "1 hour"))
+        .reduce((agg, v) => concat_ws("", agg, v)).df,
+      windowed = true),
     Operator("session aggregate (gap 5 ms, 1 h grace)", 1,
       (s, _) => s.groupByKey()
         .windowedBy(KafkaSessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(5), Duration.ofHours(1)))
