@@ -53,7 +53,7 @@ def test_spec_examples_deduplicate_by_key(spark, tmp_path, example, mode):
     assert forwarded(out) == [(records[i].key, f"v{i}") for i in expected]
 
 
-@pytest.mark.parametrize("mode", ["batch", "split_restart"])
+@pytest.mark.parametrize("mode", ["batch", "one_micro_batch", "split_restart"])
 @pytest.mark.parametrize("op", ["by_key_value", "deduplicate"])
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e[0] for e in EXAMPLES])
 def test_spec_examples_other_operators(spark, tmp_path, example, op, mode):
