@@ -540,7 +540,9 @@ def _aggregate(stream: KStream, kind: str, windows, initializer=None, adder=None
 
 class JoinWindows:
     """The window of a stream-stream join: records join when ``|t1 - t2| <= time_difference``;
-    a record's window closes once the watermark passes ``t + time_difference + grace``.
+    a record's window closes once the watermark passes ``t + time_difference + grace`` (a
+    left/outer join then emits it unmatched), and it stays joinable until the watermark reaches
+    ``t + 2 * time_difference + grace``, the retention of Kafka Streams' join stores.
 
     >>> JoinWindows.of_time_difference_with_no_grace(timedelta(milliseconds=100))
     """

@@ -11,7 +11,9 @@ import org.apache.spark.sql.types._
 
 /** The join window of a KStream-KStream join: records join when `|t1 - t2| <= timeDifference`.
   * A record's window closes once the query's watermark passes `t + timeDifference + grace`; then
-  * a left/outer join emits it unmatched.
+  * a left/outer join emits it unmatched. The record stays joinable until the watermark reaches
+  * `t + 2 * timeDifference + grace`, the retention of Kafka Streams' join window stores, so a
+  * record of the other side that is not late still finds it.
   *
   * {{{ JoinWindows.ofTimeDifferenceWithNoGrace(Duration.ofMillis(100)) }}}
   */
@@ -30,11 +32,12 @@ object JoinWindows {
   private def of(difference: Long, grace: Long) = new JoinWindows(difference, grace)
 }
 
-/** KStream-KStream windowed join (spec section 5). Per key, each side's records stay buffered until
-  * their window closes; a new record joins every buffered record of the other side within the
-  * time difference, and the result is timestamped max(t1, t2). Left/outer joins emit a record that
-  * never matched when its window closes, at the record's timestamp (or at the end of a batch
-  * DataFrame). Records are never dropped for being late: a late record still joins what is
+/** KStream-KStream windowed join (spec section 5). Per key, each side's records stay buffered for
+  * Kafka's window-store retention (watermark below `t + 2 * difference + grace`); a new record
+  * joins every buffered record of the other side within the time difference, and the result is
+  * timestamped max(t1, t2). Left/outer joins emit a record that never matched when its window
+  * closes (watermark past `t + difference + grace`), at the record's timestamp (or at the end of
+  * a batch DataFrame). Records are never dropped for being late: a late record still joins what is
   * buffered, and an unmatched one is emitted at once. As in Kafka Streams 4.3, records with a null
   * value are skipped, and so are null keys except on an outer side, where they are emitted
   * unmatched at once (KIP-962).
@@ -70,7 +73,8 @@ private[kstreams] object StreamJoin {
 
 /** One key's join buffers: per side an array of (ts, matched, value) in timestamp order, kept in
   * one ValueState and rewritten once per micro-batch; one event-time timer at the earliest window
-  * close. */
+  * close or expiry. `matched` means no unmatched result is owed: the record joined, or its window
+  * closed (and a left/outer join emitted it unmatched) while it stays joinable. */
 private[kstreams] final class StreamJoinProcessor(
     layout: Keyed.Layout,
     kind: JoinKind,
@@ -90,7 +94,18 @@ private[kstreams] final class StreamJoinProcessor(
     buffers = getHandle.getValueState[Row]("buffers", Encoders.row(schema), TTLConfig.NONE)
   }
 
+  /** Once the watermark passes this, the record's window is closed: no record of the other side
+    * that is not late can still match it, so a left/outer join emits it unmatched (Kafka's
+    * KStreamKStreamJoin emits a non-joined record once stream time passes `t + after + grace`). */
   private def closeMicros(ts: Long): Long = ts + windows.timeDifferenceMicros + windows.graceMicros
+
+  /** Once the watermark reaches this, the record is dropped from the buffer. Why not at close: a
+    * record of the other side at `t2` is not late until the watermark passes `t2 + difference +
+    * grace`, and it joins records down to `t2 - difference`; so a record must stay joinable until
+    * `t + 2 * difference + grace`, which is the retention Kafka Streams gives its join window stores
+    * (`JoinWindows.size() + grace`; its in-memory store expires a record once stream time reaches
+    * `t + retention`). */
+  private def expireMicros(ts: Long): Long = ts + 2 * windows.timeDifferenceMicros + windows.graceMicros
 
   private def emitsUnmatched(side: Int): Boolean = kind match {
     case JoinKind.Inner => false
@@ -125,8 +140,12 @@ private[kstreams] final class StreamJoinProcessor(
       buffers.update(Row(sides(0).map(e => Row(e.ts, e.matched, e.value)).toSeq,
         sides(1).map(e => Row(e.ts, e.matched, e.value)).toSeq))
       if (streaming) {
-        val earliest = sides.flatten.map(e => closeMicros(e.ts)).min
-        getHandle.registerTimer(Math.floorDiv(earliest, 1000L) + 1) // fires once watermark > close
+        // a timer fires once the watermark (ms) reaches it: at close, once the watermark passes
+        // it; at expiry, once the watermark reaches it
+        val earliestMs = sides.flatten.map { e =>
+          if (e.matched) Math.floorDiv(expireMicros(e.ts) + 999L, 1000L) else Math.floorDiv(closeMicros(e.ts), 1000L) + 1
+        }.min
+        getHandle.registerTimer(earliestMs)
       }
     }
   }
@@ -134,16 +153,23 @@ private[kstreams] final class StreamJoinProcessor(
   private def result(key: Any, side: Int, value: Any, otherValue: Any, ts: Long): Row =
     if (side == 0) Row(key, value, otherValue, ts, null) else Row(key, otherValue, value, ts, null)
 
-  /** Removes closed entries (all of them when `everything`), emitting unmatched ones if asked. */
+  /** Settles the entries whose window closed (all of them when `everything`), emitting unmatched
+    * ones if the join kind asks, then drops the expired ones. Unmatched results leave in timestamp
+    * order, the right side first on a tie, as Kafka's outer-join store orders them (key: timestamp,
+    * then the side flag, 0 for right). */
   private def evict(key: Any, sides: Array[mutable.ArrayBuffer[Buffered]], watermarkMicros: Long,
-      everything: Boolean, out: mutable.ArrayBuffer[Row]): Unit =
-    (0 to 1).foreach { side =>
-      val (closed, open) = sides(side).partition(e => everything || closeMicros(e.ts) < watermarkMicros)
-      closed.sortBy(_.ts).foreach { e =>
-        if (!e.matched && emitsUnmatched(side)) out += result(key, side, e.value, null, e.ts)
-      }
-      sides(side) = open
+      everything: Boolean, out: mutable.ArrayBuffer[Row]): Unit = {
+    val closing = (0 to 1).flatMap(side => sides(side).collect {
+      case e if !e.matched && (everything || closeMicros(e.ts) < watermarkMicros) => (side, e)
+    })
+    closing.sortBy { case (side, e) => (e.ts, 1 - side) }.foreach { case (side, e) =>
+      if (emitsUnmatched(side)) out += result(key, side, e.value, null, e.ts)
+      e.matched = true
     }
+    (0 to 1).foreach { side =>
+      sides(side) = sides(side).filterNot(e => everything || expireMicros(e.ts) <= watermarkMicros)
+    }
+  }
 
   override def handleInputRows(key: Row, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
     val keyValue = key.get(0)
@@ -172,8 +198,11 @@ private[kstreams] final class StreamJoinProcessor(
             matched = true
           }
         }
-        if (closeMicros(ts) >= watermarkMicros) insertByTimestamp(sides(side), new Buffered(ts, matched, value))
-        else if (!matched && emitsUnmatched(side)) out += result(keyValue, side, value, null, ts)
+        // a late record (its window already closed) is emitted unmatched at once, and stays
+        // joinable for later records of the other side until it expires, as in Kafka's window store
+        val closed = closeMicros(ts) < watermarkMicros
+        if (closed && !matched && emitsUnmatched(side)) out += result(keyValue, side, value, null, ts)
+        if (expireMicros(ts) > watermarkMicros) insertByTimestamp(sides(side), new Buffered(ts, matched || closed, value))
       }
     }
     // a batch DataFrame is the whole input: every window closes at its end
