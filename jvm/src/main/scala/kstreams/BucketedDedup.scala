@@ -16,7 +16,7 @@ import org.apache.spark.unsafe.hash.Murmur3_x86_32
   * bounded by [[DedupCaches.MemoryConf]].
   *
   * Store, per group (one input partition):
-  *  - `chunks`/`chunkCounts`: every entry the group stored, appended once per micro-batch as
+  *  - [[TimeBucketChunks]]: every entry the group stored, appended once per micro-batch as
   *    chunks of serialized `(key, ts, offset)` under the entry's time bucket
   *    (`max(interval, 1 s)` of event time). Eviction deletes whole buckets once stream time has
   *    passed them (Kafka's segment drop), never scanning keys;
@@ -57,8 +57,7 @@ private[kstreams] final class BucketedDedupProcessor(
     * made once on the driver, so the same in every micro-batch of a run. */
   private val operatorId = java.util.UUID.randomUUID().toString
 
-  @transient private var chunks: MapState[Long, Array[Byte]] = _
-  @transient private var chunkCounts: MapState[Long, Int] = _
+  @transient private var buckets: TimeBucketChunks = _
   @transient private var streamTimes: MapState[Int, Long] = _
   @transient private var entries: MapState[Array[Byte], DedupEntry] = _
   @transient private var mode: ValueState[DedupStoreMode] = _
@@ -66,10 +65,7 @@ private[kstreams] final class BucketedDedupProcessor(
   @transient private lazy val budgetBytes = DedupCaches.budgetBytes(memorySetting)
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
-    chunks = getHandle.getMapState[Long, Array[Byte]](
-      "chunks", Encoders.scalaLong, Encoders.BINARY, TTLConfig.NONE)
-    chunkCounts = getHandle.getMapState[Long, Int](
-      "chunkCounts", Encoders.scalaLong, Encoders.scalaInt, TTLConfig.NONE)
+    buckets = new TimeBucketChunks(getHandle, bucketMicros)
     streamTimes = getHandle.getMapState[Int, Long](
       "streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
     entries = getHandle.getMapState[Array[Byte], DedupEntry](
@@ -129,7 +125,7 @@ private[kstreams] final class BucketedDedupProcessor(
     private val addedKeys = mutable.ArrayBuffer.empty[Array[Byte]]
 
     dropDeadBuckets(liveFromAtStart)
-    if (spilled && !chunkCounts.exists()) { entries.clear(); spilled = false } // the store emptied
+    if (spilled && !buckets.nonEmpty) { entries.clear(); spilled = false } // the store emptied
 
     private var live: EntryMap =
       if (spilled) new EntryMap
@@ -197,36 +193,20 @@ private[kstreams] final class BucketedDedupProcessor(
         if (live.occupied(slot) && live.added(slot)) {
           live.markWritten(slot)
           if (live.ts(slot) >= liveFrom) {
-            byBucket.getOrElseUpdate(Math.floorDiv(live.ts(slot), bucketMicros), mutable.ArrayBuffer.empty) += slot
+            byBucket.getOrElseUpdate(buckets.bucketOf(live.ts(slot)), mutable.ArrayBuffer.empty) += slot
             if (spilled) entries.updateValue(key, DedupEntry(live.ts(slot), live.offset(slot)))
           }
         }
       }
       addedKeys.clear()
-      byBucket.foreach { case (bucket, slots) => appendChunks(bucket, slots) }
+      byBucket.foreach { case (bucket, slots) => buckets.append(bucket, encode(live, slots.toSeq))(oneEntryPerKey) }
     }
 
-    private def appendChunks(bucket: Long, slots: mutable.ArrayBuffer[Int]): Unit = {
-      val encoded = encode(live, slots.toSeq)
-      val count = if (chunkCounts.containsKey(bucket)) chunkCounts.getValue(bucket) else 0
-      if (count + encoded.size > MaxChunksPerBucket) compactBucket(bucket, count, encoded)
-      else {
-        encoded.zipWithIndex.foreach { case (chunk, i) => chunks.updateValue(chunkKey(bucket, count + i), chunk) }
-        chunkCounts.updateValue(bucket, count + encoded.size)
-      }
-    }
-
-    /** A bucket ran out of chunk numbers (one per micro-batch for a long interval): rewrite it with
-      * one entry per key. Happens once per about a million micro-batches of one bucket. */
-    private def compactBucket(bucket: Long, count: Int, more: Seq[Array[Byte]]): Unit = {
+    /** A full bucket's chunks rewritten with each key's newest entry once. */
+    private def oneEntryPerKey(all: Seq[Array[Byte]]): Seq[Array[Byte]] = {
       val merged = new EntryMap
-      ((0 until count).map(i => chunks.getValue(chunkKey(bucket, i))) ++ more).foreach { bytes =>
-        decode(bytes)((key, ts, offset) => merged.putIfNewer(key, ts, offset))
-      }
-      (0 until count).foreach(i => chunks.removeKey(chunkKey(bucket, i)))
-      val rewritten = encode(merged, merged.slots.toSeq)
-      rewritten.zipWithIndex.foreach { case (chunk, i) => chunks.updateValue(chunkKey(bucket, i), chunk) }
-      chunkCounts.updateValue(bucket, rewritten.size)
+      all.foreach(bytes => decode(bytes)((key, ts, offset) => merged.putIfNewer(key, ts, offset)))
+      encode(merged, merged.slots.toSeq)
     }
 
     /** The group's live entries read from the chunks (those of buckets that can hold
@@ -235,11 +215,11 @@ private[kstreams] final class BucketedDedupProcessor(
       * not fit together would otherwise take turns reading all their entries every micro-batch. */
     private def load(liveFrom: Long, pushedOut: Boolean): EntryMap = {
       val map = new EntryMap
-      val it = liveChunks()
+      val it = buckets.all()
       while (it.hasNext) {
         if (pushedOut || map.estimatedBytes > budgetBytes / 2) {
           // one row per key in `entries`, newest wins
-          liveChunks().foreach(bytes => decode(bytes) { (key, ts, offset) =>
+          buckets.all().foreach(bytes => decode(bytes) { (key, ts, offset) =>
             if (ts >= liveFrom) {
               val e = entries.getValue(key)
               if (e == null || e.timestampMicros < ts) entries.updateValue(key, DedupEntry(ts, offset))
@@ -253,41 +233,26 @@ private[kstreams] final class BucketedDedupProcessor(
       map
     }
 
-    private def liveChunks(): Iterator[Array[Byte]] =
-      chunkCounts.iterator().toVector.iterator.flatMap { case (bucket, count) =>
-        Iterator.range(0, count).map(i => chunks.getValue(chunkKey(bucket, i)))
-      }
-
     /** Deletes the buckets that cannot hold `ts >= liveFrom` (Kafka's segment drop as stream time
       * advances). */
-    private def dropDeadBuckets(liveFrom: Long): Unit = removeBuckets(deadBuckets(liveFrom), liveFrom, spilled)
+    private def dropDeadBuckets(liveFrom: Long): Unit = removeBuckets(buckets.deadBuckets(liveFrom), liveFrom, spilled)
   }
-
-  private def bucketEnd(bucket: Long): Long = bucket * bucketMicros + bucketMicros
-
-  /** The buckets (with their chunk counts) whose every entry has `ts < evictBelow`. */
-  private def deadBuckets(evictBelow: Long): Vector[(Long, Int)] =
-    chunkCounts.iterator().filter { case (bucket, _) => bucketEnd(bucket) <= evictBelow }.toVector
 
   /** Deletes `dead` buckets; for a spilled group also the `entries` rows they hold that are dead
     * (`ts < evictBelow`): a key whose entry was replaced by a younger one keeps it. */
   private def removeBuckets(dead: Seq[(Long, Int)], evictBelow: Long, spilled: Boolean): Unit =
     dead.foreach { case (bucket, count) =>
-      (0 until count).foreach { i =>
-        if (spilled) decode(chunks.getValue(chunkKey(bucket, i))) { (key, _, _) =>
-          val e = entries.getValue(key)
-          if (e != null && e.timestampMicros < evictBelow) entries.removeKey(key)
-        }
-        chunks.removeKey(chunkKey(bucket, i))
-      }
-      chunkCounts.removeKey(bucket)
+      buckets.remove(bucket, count, if (!spilled) None else Some(bytes => decode(bytes) { (key, _, _) =>
+        val e = entries.getValue(key)
+        if (e != null && e.timestampMicros < evictBelow) entries.removeKey(key)
+      }))
     }
 
   override def handleExpiredTimer(
       group: Int, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[CompactOutput] = {
     sweeper.fired(timerValues, streamTimes) { sweepTime =>
       val evictBelow = sweepTime - intervalMicros
-      val dead = deadBuckets(evictBelow)
+      val dead = buckets.deadBuckets(evictBelow)
       val current = Option(mode.get()).getOrElse(DedupStoreMode(0L, spilled = false))
       if (dead.nonEmpty) {
         removeBuckets(dead, evictBelow, current.spilled)
@@ -295,12 +260,12 @@ private[kstreams] final class BucketedDedupProcessor(
         // entries the processor still counts as live are gone, and a kept map would disagree with
         // the store. Such a map is never used again: the token changes.
         val ownLiveFrom = liveFromOf(streamTimes.values().foldLeft(Long.MinValue)(math.max))
-        if (!current.spilled && dead.exists { case (bucket, _) => bucketEnd(bucket) > ownLiveFrom }) {
+        if (!current.spilled && dead.exists { case (bucket, _) => buckets.bucketEnd(bucket) > ownLiveFrom }) {
           mode.update(current.copy(token = newToken()))
           cacheId(group).foreach(DedupCaches.drop)
         }
       }
-      val left = chunkCounts.exists()
+      val left = buckets.nonEmpty
       if (!left && mode.exists()) { // nothing stored any more: neither a map nor spilled entries
         if (current.spilled) entries.clear()
         mode.clear()
@@ -320,12 +285,6 @@ final case class DedupEntry(timestampMicros: Long, offset: Long)
 final case class DedupStoreMode(token: Long, spilled: Boolean)
 
 private[kstreams] object BucketedDedupProcessor {
-  /** Chunk numbers per bucket (the low 20 bits of a chunk key). */
-  val MaxChunksPerBucket: Int = 1 << 20
-
-  /** Entries per chunk at most, so that one RocksDB value stays a few MB. */
-  val MaxChunkEntries = 65536
-
   /** A spilled group's map is flushed at the budget, but never holding fewer entries than this
     * (an empty map's arrays alone take about 25 KB). */
   val MinFlushEntries = 256
@@ -336,8 +295,6 @@ private[kstreams] object BucketedDedupProcessor {
     * the watermark moves by minutes per micro-batch (benchmarks/RESULTS.md). */
   val IdleSweepMicros: Long = 10L * 60 * 1000 * 1000
 
-  def chunkKey(bucket: Long, chunk: Int): Long = (bucket << 20) | chunk
-
   /** A random token, never 0 (the token of no map). */
   def newToken(): Long = {
     val t = java.util.concurrent.ThreadLocalRandom.current().nextLong()
@@ -345,9 +302,9 @@ private[kstreams] object BucketedDedupProcessor {
   }
 
   /** Entries as `[key length][key][timestamp][offset]`, one after the other, in chunks of at most
-    * [[MaxChunkEntries]]. */
+    * [[TimeBucketChunks.MaxChunkEntries]]. */
   def encode(live: EntryMap, slots: Seq[Int]): Seq[Array[Byte]] =
-    slots.grouped(MaxChunkEntries).map { part =>
+    slots.grouped(TimeBucketChunks.MaxChunkEntries).map { part =>
       val out = ByteBuffer.allocate(part.iterator.map(s => 4 + live.key(s).length + 16).sum)
       part.foreach(s => out.putInt(live.key(s).length).put(live.key(s)).putLong(live.ts(s)).putLong(live.offset(s)))
       out.array()

@@ -70,7 +70,7 @@ private[kstreams] object SpreadRecord {
   * State, per group:
   *  - `entries`: id bytes -> [[GlobalDedupEntry]] of the record that was forwarded (the truth,
   *    read once per id and micro-batch, written once per changed id at its end);
-  *  - `chunks`/`chunkCounts`: which ids were written under which time bucket (`max(interval, 1 s)`
+  *  - [[TimeBucketChunks]]: which ids were written under which time bucket (`max(interval, 1 s)`
   *    of event time), so eviction reads only the ids of buckets that died, never all ids;
   *  - `streamTimes`: every partition's stream time; `groups`: the group count the state was
   *    written with.
@@ -87,14 +87,12 @@ private[kstreams] final class GlobalDedupProcessor(
     intervalMicros: Long, hasOffset: Boolean, useTimers: Boolean, memorySetting: Long)
     extends StatefulProcessor[Int, SpreadRecord, CompactOutput] {
 
-  import BucketedDedupProcessor.{chunkKey, MaxChunksPerBucket, MaxChunkEntries}
   import GlobalDedupProcessor._
 
   private val bucketMicros = math.max(intervalMicros, 1000000L)
 
   @transient private var entries: MapState[Array[Byte], GlobalDedupEntry] = _
-  @transient private var chunks: MapState[Long, Array[Byte]] = _
-  @transient private var chunkCounts: MapState[Long, Int] = _
+  @transient private var buckets: TimeBucketChunks = _
   @transient private var streamTimes: MapState[Int, Long] = _
   @transient private var groups: ValueState[Int] = _
   @transient private var sweeper: Sweeper = _
@@ -103,10 +101,7 @@ private[kstreams] final class GlobalDedupProcessor(
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
     entries = getHandle.getMapState[Array[Byte], GlobalDedupEntry](
       "entries", Encoders.BINARY, Encoders.product[GlobalDedupEntry], TTLConfig.NONE)
-    chunks = getHandle.getMapState[Long, Array[Byte]](
-      "chunks", Encoders.scalaLong, Encoders.BINARY, TTLConfig.NONE)
-    chunkCounts = getHandle.getMapState[Long, Int](
-      "chunkCounts", Encoders.scalaLong, Encoders.scalaInt, TTLConfig.NONE)
+    buckets = new TimeBucketChunks(getHandle, bucketMicros)
     streamTimes = getHandle.getMapState[Int, Long](
       "streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
     groups = getHandle.getValueState[Int]("groups", Encoders.scalaInt, TTLConfig.NONE)
@@ -195,49 +190,31 @@ private[kstreams] final class GlobalDedupProcessor(
           if (!s.present) entries.removeKey(s.key)
           else {
             entries.updateValue(s.key, GlobalDedupEntry(s.timestampMicros, s.partition, s.offset))
-            byBucket.getOrElseUpdate(Math.floorDiv(s.timestampMicros, bucketMicros),
-              mutable.ArrayBuffer.empty) += s.key
+            byBucket.getOrElseUpdate(buckets.bucketOf(s.timestampMicros), mutable.ArrayBuffer.empty) += s.key
           }
         }
       }
-      byBucket.foreach { case (bucket, keys) => appendChunks(bucket, keys.toSeq) }
+      byBucket.foreach { case (bucket, keys) => buckets.append(bucket, encodeKeys(keys.toSeq))(eachIdOnce) }
       map.clear(); bytes = 0
     }
   }
 
-  private def appendChunks(bucket: Long, keys: Seq[Array[Byte]]): Unit = {
-    val encoded = encodeKeys(keys)
-    val count = if (chunkCounts.containsKey(bucket)) chunkCounts.getValue(bucket) else 0
-    if (count + encoded.size > MaxChunksPerBucket) {
-      // out of chunk numbers (a long interval, one chunk per micro-batch): rewrite the bucket with
-      // each id once
-      val all = mutable.LinkedHashMap.empty[ByteBuffer, Array[Byte]]
-      ((0 until count).map(i => chunks.getValue(chunkKey(bucket, i))) ++ encoded)
-        .foreach(c => decodeKeys(c)(k => all(ByteBuffer.wrap(k)) = k))
-      (0 until count).foreach(i => chunks.removeKey(chunkKey(bucket, i)))
-      val rewritten = encodeKeys(all.values.toSeq)
-      rewritten.zipWithIndex.foreach { case (c, i) => chunks.updateValue(chunkKey(bucket, i), c) }
-      chunkCounts.updateValue(bucket, rewritten.size)
-    } else {
-      encoded.zipWithIndex.foreach { case (c, i) => chunks.updateValue(chunkKey(bucket, count + i), c) }
-      chunkCounts.updateValue(bucket, count + encoded.size)
-    }
+  /** A full bucket's chunks rewritten with each id once. */
+  private def eachIdOnce(all: Seq[Array[Byte]]): Seq[Array[Byte]] = {
+    val ids = mutable.LinkedHashMap.empty[ByteBuffer, Array[Byte]]
+    all.foreach(c => decodeKeys(c)(k => ids(ByteBuffer.wrap(k)) = k))
+    encodeKeys(ids.values.toSeq)
   }
 
   /** Removes the ids of the buckets that cannot hold `ts >= evictBelow` whose current entry is
     * dead (an id written again later keeps its newer entry). */
   private def dropDeadBuckets(evictBelow: Long): Unit =
-    chunkCounts.iterator().filter { case (bucket, _) => bucket * bucketMicros + bucketMicros <= evictBelow }
-      .toVector.foreach { case (bucket, count) =>
-        (0 until count).foreach { i =>
-          decodeKeys(chunks.getValue(chunkKey(bucket, i))) { key =>
-            val e = entries.getValue(key)
-            if (e != null && e.timestampMicros < evictBelow) entries.removeKey(key)
-          }
-          chunks.removeKey(chunkKey(bucket, i))
-        }
-        chunkCounts.removeKey(bucket)
-      }
+    buckets.deadBuckets(evictBelow).foreach { case (bucket, count) =>
+      buckets.remove(bucket, count, Some(bytes => decodeKeys(bytes) { key =>
+        val e = entries.getValue(key)
+        if (e != null && e.timestampMicros < evictBelow) entries.removeKey(key)
+      }))
+    }
 
   /** The smallest stream time of the partitions this group knows (Long.MinValue for none). */
   private def slowestStreamTime(): Long = {
@@ -262,7 +239,7 @@ private[kstreams] final class GlobalDedupProcessor(
     checkLayout(group)
     sweeper.fired(timerValues, streamTimes) { sweepTime =>
       dropDeadBuckets(sweepTime - intervalMicros)
-      chunkCounts.exists()
+      buckets.nonEmpty
     }
     Iterator.empty
   }
@@ -296,9 +273,10 @@ private[kstreams] object GlobalDedupProcessor {
     def purge(): Unit = { present = false; changed = true }
   }
 
-  /** Ids as `[length][bytes]`, one after the other, in chunks of at most `MaxChunkEntries`. */
+  /** Ids as `[length][bytes]`, one after the other, in chunks of at most
+    * [[TimeBucketChunks.MaxChunkEntries]]. */
   def encodeKeys(keys: Seq[Array[Byte]]): Seq[Array[Byte]] =
-    keys.grouped(BucketedDedupProcessor.MaxChunkEntries).map { part =>
+    keys.grouped(TimeBucketChunks.MaxChunkEntries).map { part =>
       val out = ByteBuffer.allocate(part.iterator.map(4 + _.length).sum)
       part.foreach(k => out.putInt(k.length).put(k))
       out.array()

@@ -1,0 +1,89 @@
+package kstreams
+
+import org.apache.spark.sql.Encoders
+import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig}
+
+/** Which entries a dedup store wrote under which time bucket, so that eviction reads only the
+  * entries of buckets that died (Kafka's segment drop as stream time advances), never all keys.
+  * Both dedup stores keep their index here ([[BucketedDedupProcessor]], [[GlobalDedupProcessor]]);
+  * what a chunk holds is theirs to encode.
+  *
+  * A bucket is `bucketMicros` of event time. Each micro-batch appends its entries of a bucket as
+  * new chunks (one RocksDB value each, at most [[TimeBucketChunks.MaxChunkEntries]] entries), so a
+  * write never reads or rewrites what a bucket already holds. Two map states, named `chunks` and
+  * `chunkCounts` in every checkpoint: chunk key ([[TimeBucketChunks.chunkKey]]) -> bytes, and
+  * bucket -> number of chunks.
+  *
+  * {{{
+  *   val buckets = new TimeBucketChunks(getHandle, bucketMicros)
+  *   buckets.append(buckets.bucketOf(ts), encoded)(compact)
+  *   buckets.deadBuckets(evictBelow).foreach { case (b, n) => buckets.remove(b, n, Some(forgetEntries)) }
+  * }}}
+  */
+private[kstreams] final class TimeBucketChunks(
+    handle: StatefulProcessorHandle,
+    bucketMicros: Long,
+    maxChunksPerBucket: Int = TimeBucketChunks.MaxChunksPerBucket) {
+  import TimeBucketChunks._
+
+  private val chunks: MapState[Long, Array[Byte]] =
+    handle.getMapState[Long, Array[Byte]]("chunks", Encoders.scalaLong, Encoders.BINARY, TTLConfig.NONE)
+  private val chunkCounts: MapState[Long, Int] =
+    handle.getMapState[Long, Int]("chunkCounts", Encoders.scalaLong, Encoders.scalaInt, TTLConfig.NONE)
+
+  def bucketOf(timestampMicros: Long): Long = Math.floorDiv(timestampMicros, bucketMicros)
+
+  /** The first timestamp after `bucket`. */
+  def bucketEnd(bucket: Long): Long = bucket * bucketMicros + bucketMicros
+
+  /** Appends `encoded` chunks to `bucket`. A bucket out of chunk numbers (one chunk per micro-batch
+    * for a long interval: about a million micro-batches of one bucket) is rewritten whole as
+    * `compact(its chunks and these)`, which should hold each entry once. */
+  def append(bucket: Long, encoded: Seq[Array[Byte]])(compact: Seq[Array[Byte]] => Seq[Array[Byte]]): Unit = {
+    val count = if (chunkCounts.containsKey(bucket)) chunkCounts.getValue(bucket) else 0
+    if (count + encoded.size > maxChunksPerBucket) {
+      val rewritten = compact(chunksOf(bucket, count).toVector ++ encoded)
+      (0 until count).foreach(i => chunks.removeKey(chunkKey(bucket, i)))
+      write(bucket, 0, rewritten)
+    } else write(bucket, count, encoded)
+  }
+
+  private def write(bucket: Long, from: Int, encoded: Seq[Array[Byte]]): Unit = {
+    encoded.zipWithIndex.foreach { case (chunk, i) => chunks.updateValue(chunkKey(bucket, from + i), chunk) }
+    chunkCounts.updateValue(bucket, from + encoded.size)
+  }
+
+  private def chunksOf(bucket: Long, count: Int): Iterator[Array[Byte]] =
+    Iterator.range(0, count).map(i => chunks.getValue(chunkKey(bucket, i)))
+
+  /** Every chunk of every bucket, read lazily. */
+  def all(): Iterator[Array[Byte]] =
+    chunkCounts.iterator().toVector.iterator.flatMap { case (bucket, count) => chunksOf(bucket, count) }
+
+  /** The buckets (with their chunk counts) whose every entry has `ts < evictBelow`. */
+  def deadBuckets(evictBelow: Long): Vector[(Long, Int)] =
+    chunkCounts.iterator().filter { case (bucket, _) => bucketEnd(bucket) <= evictBelow }.toVector
+
+  /** Deletes `bucket` (of `count` chunks, from [[deadBuckets]]), handing each chunk to `read`
+    * first if given (reading costs a RocksDB get per chunk). */
+  def remove(bucket: Long, count: Int, read: Option[Array[Byte] => Unit]): Unit = {
+    (0 until count).foreach { i =>
+      val key = chunkKey(bucket, i)
+      read.foreach(f => f(chunks.getValue(key)))
+      chunks.removeKey(key)
+    }
+    chunkCounts.removeKey(bucket)
+  }
+
+  def nonEmpty: Boolean = chunkCounts.exists()
+}
+
+private[kstreams] object TimeBucketChunks {
+  /** Chunk numbers per bucket (the low 20 bits of a chunk key). */
+  val MaxChunksPerBucket: Int = 1 << 20
+
+  /** Entries per chunk at most, so that one RocksDB value stays a few MB. */
+  val MaxChunkEntries = 65536
+
+  def chunkKey(bucket: Long, chunk: Int): Long = (bucket << 20) | chunk
+}
