@@ -25,6 +25,7 @@ reported, every round kept); each prints a table, writes results/<regime>.json a
 * scale (by hand, not in `make bench`): kstreams alone with a 2 GB driver, ms per micro-batch at
   10M against 1M live keys; PASS if at most 1.3x, exit code 1 on FAIL.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,52 +49,90 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=2_000_000)
     p.add_argument("--keys", type=int, default=1_500_000)
-    p.add_argument("--dup-every", type=int, default=4, help="every n-th row duplicates the previous (4: 25%%)")
+    p.add_argument(
+        "--dup-every", type=int, default=4, help="every n-th row duplicates the previous (4: 25%%)"
+    )
     p.add_argument("--partitions", type=int, default=16)
     p.add_argument("--files", type=int, default=16, help="Parquet files = micro-batches")
     p.add_argument("--spread-ms", type=int, default=0, help="out-of-order spread of event times")
     p.add_argument("--interval", default="10 seconds")
     p.add_argument("--only", help="comma-separated candidate names to run")
-    p.add_argument("--repeat", type=int, default=3,
-                   help="rounds over the Spark candidates (in turn, same session); the median round counts")
-    p.add_argument("--flink-python", default=os.path.join(os.path.dirname(HERE), ".venv-flink", "bin", "python"),
-                   help="python of a virtualenv with apache-flink (make bench creates .venv-flink)")
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                   help="an extra Spark setting for every candidate (repeatable)")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="rounds over the Spark candidates (in turn, same session); the median round counts",
+    )
+    p.add_argument(
+        "--flink-python",
+        default=os.path.join(os.path.dirname(HERE), ".venv-flink", "bin", "python"),
+        help="python of a virtualenv with apache-flink (make bench creates .venv-flink)",
+    )
+    p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an extra Spark setting for every candidate (repeatable)",
+    )
     p.add_argument("--no-update", action="store_true", help="do not touch RESULTS.md or results/")
     p.add_argument("--note", default="", help="a note for the history line")
-    p.add_argument("--scaling", action="store_true",
-                   help="instead: the scaling series (kstreams and Spark's RocksDB dedup), written to "
-                        "results/scaling.json/png and RESULTS.md")
+    p.add_argument(
+        "--scaling",
+        action="store_true",
+        help="instead: the scaling series (kstreams and Spark's RocksDB dedup), written to "
+        "results/scaling.json/png and RESULTS.md",
+    )
     p.add_argument("--scaling-rows", default="1000000,4000000,16000000")
     p.add_argument("--scaling-keys", default="10000,1000000,10000000", help="key counts at 4M rows")
-    p.add_argument("--regime", default="default", choices=(*REGIMES, "all", "scale"),
-                   help="default: the benchmark above; long: 1-hour interval with many live keys; catchup: a "
-                        "first micro-batch of a million rows; global: deduplicate by an id column across "
-                        "partitions; all: every one of these in turn (make bench); scale: the scale test "
-                        "(make scale-test)")
+    p.add_argument(
+        "--regime",
+        default="default",
+        choices=(*REGIMES, "all", "scale"),
+        help="default: the benchmark above; long: 1-hour interval with many live keys; catchup: a "
+        "first micro-batch of a million rows; global: deduplicate by an id column across "
+        "partitions; all: every one of these in turn (make bench); scale: the scale test "
+        "(make scale-test)",
+    )
     p.add_argument("--long-interval", default="1 hour", help="the long, catchup and scale regimes' interval")
-    p.add_argument("--live-keys", default="1000000,3000000",
-                   help="long regime: live keys built up before the measured micro-batches (comma-separated)")
+    p.add_argument(
+        "--live-keys",
+        default="1000000,3000000",
+        help="long regime: live keys built up before the measured micro-batches (comma-separated)",
+    )
     p.add_argument("--batch-rows", type=int, default=20_000, help="long/scale: rows per measured micro-batch")
     p.add_argument("--batches", type=int, default=15, help="long/scale: measured micro-batches")
-    p.add_argument("--build-rows", type=int, default=1_000_000,
-                   help="long/scale: at most this many rows per build-up micro-batch")
-    p.add_argument("--catchup-rows", type=int, default=1_000_000, help="catchup: rows of the first micro-batch")
-    p.add_argument("--tune", action="store_true",
-                   help="long/catchup/global: kstreams and Spark's RocksDB dedup under every RocksDB setting "
-                        "variant of TUNING (the experiment behind SPARK_ROCKSDB_CONF)")
+    p.add_argument(
+        "--build-rows",
+        type=int,
+        default=1_000_000,
+        help="long/scale: at most this many rows per build-up micro-batch",
+    )
+    p.add_argument(
+        "--catchup-rows", type=int, default=1_000_000, help="catchup: rows of the first micro-batch"
+    )
+    p.add_argument(
+        "--tune",
+        action="store_true",
+        help="long/catchup/global: kstreams and Spark's RocksDB dedup under every RocksDB setting "
+        "variant of TUNING (the experiment behind SPARK_ROCKSDB_CONF)",
+    )
     p.add_argument("--tune-variants", help="with --tune: comma-separated TUNING variants (default: all)")
-    p.add_argument("--scale-keys", default="1000000,10000000", help="scale: the small and the large live-key count")
-    p.add_argument("--scale-max-ratio", type=float, default=1.3,
-                   help="scale: PASS if median ms per micro-batch at the large count / at the small one <= this")
+    p.add_argument(
+        "--scale-keys", default="1000000,10000000", help="scale: the small and the large live-key count"
+    )
+    p.add_argument(
+        "--scale-max-ratio",
+        type=float,
+        default=1.3,
+        help="scale: PASS if median ms per micro-batch at the large count / at the small one <= this",
+    )
     return p.parse_args(argv)
 
 
 def make_session(extra_conf=(), memory="4g"):
-    from pyspark.sql import SparkSession
-
     from kstreams_spark import configure_spark
+    from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
     for setting in extra_conf:
@@ -163,11 +202,17 @@ def candidates(args):
     return {
         "kstreams": (ROCKSDB, lambda df: KStream(df).deduplicate_by_key(interval).df),
         "spark_dedup_within_watermark_rocksdb": (
-            ROCKSDB, lambda df: df.withWatermark("timestamp", interval).dropDuplicatesWithinWatermark(["key"])),
+            ROCKSDB,
+            lambda df: df.withWatermark("timestamp", interval).dropDuplicatesWithinWatermark(["key"]),
+        ),
         "spark_dedup_within_watermark_hdfs": (
-            HDFS, lambda df: df.withWatermark("timestamp", interval).dropDuplicatesWithinWatermark(["key"])),
+            HDFS,
+            lambda df: df.withWatermark("timestamp", interval).dropDuplicatesWithinWatermark(["key"]),
+        ),
         "spark_drop_duplicates_watermark_rocksdb": (
-            ROCKSDB, lambda df: df.withWatermark("timestamp", interval).dropDuplicates(["key", "timestamp"])),
+            ROCKSDB,
+            lambda df: df.withWatermark("timestamp", interval).dropDuplicates(["key", "timestamp"]),
+        ),
         "tws_floor": (ROCKSDB, tws_floor),
     }
 
@@ -189,10 +234,20 @@ def run_query(spark, name, provider, op, source, workdir, conf=None):
     for key, value in settings.items():
         spark.conf.set(key, value)
     try:
-        stream = spark.readStream.schema(spark.read.parquet(source).schema).option("maxFilesPerTrigger", 1).parquet(source)
+        stream = (
+            spark.readStream.schema(spark.read.parquet(source).schema)
+            .option("maxFilesPerTrigger", 1)
+            .parquet(source)
+        )
         checkpoint = os.path.join(workdir, f"ckpt-{name}")
         shutil.rmtree(checkpoint, ignore_errors=True)
-        query = op(stream).writeStream.format("noop").option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+        query = (
+            op(stream)
+            .writeStream.format("noop")
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
         started = time.perf_counter()
         query.awaitTermination()
         elapsed = time.perf_counter() - started
@@ -229,8 +284,12 @@ def flink(args, csv_folder):
     """PyFlink keep-first dedup (ROW_NUMBER, streaming mode, local, parallelism 2) in its own venv."""
     import subprocess
 
-    done = subprocess.run([args.flink_python, os.path.join(HERE, "flink_dedup.py"), csv_folder, str(args.rows)],
-                          capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(
+        [args.flink_python, os.path.join(HERE, "flink_dedup.py"), csv_folder, str(args.rows)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if done.returncode != 0:
         print("flink failed:", done.stderr[-2000:])
         return {"rows_per_s": float("nan"), "error": done.stderr[-2000:]}
@@ -239,7 +298,8 @@ def flink(args, csv_folder):
 
 def jvm_limit(spark, args, interval_ms):
     rate, forwarded = spark._jvm.kstreams.bench.DedupLimit.run(
-        args.rows, args.keys, args.partitions, args.dup_every, args.spread_ms, interval_ms)
+        args.rows, args.keys, args.partitions, args.dup_every, args.spread_ms, interval_ms
+    )
     return {"rows_per_s": rate, "forwarded": forwarded}
 
 
@@ -273,18 +333,29 @@ def scaling(args):
                 r = run_one(spark, f"{name}-{rows}-{keys}", provider, op, source, workdir)
                 r.update(name=name, rows=rows, keys=keys)
                 series.append(r)
-                print(f"  {name}: {r['rows_per_s']:,.0f} rows/s, peak state rows {r['peak_state_rows']:,}, "
-                      f"peak state MB {r['peak_state_bytes'] / 1e6:.1f}", flush=True)
+                print(
+                    f"  {name}: {r['rows_per_s']:,.0f} rows/s, peak state rows {r['peak_state_rows']:,}, "
+                    f"peak state MB {r['peak_state_bytes'] / 1e6:.1f}",
+                    flush=True,
+                )
             shutil.rmtree(source, ignore_errors=True)
     finally:
         spark.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     os.makedirs(RESULTS, exist_ok=True)
     with open(os.path.join(RESULTS, "scaling.json"), "w") as f:
-        json.dump({"command": "python benchmarks/bench.py " + " ".join(sys.argv[1:]), "series": series}, f, indent=2)
-    lines = ["| rows | keys | candidate | rows/s | peak state rows | peak state MB |", "|---:|---:|---|---:|---:|---:|"]
-    lines += [f"| {r['rows']:,} | {r['keys']:,} | {r['name']} | {r['rows_per_s']:,.0f} | "
-              f"{r['peak_state_rows']:,} | {r['peak_state_bytes'] / 1e6:.1f} |" for r in series]
+        json.dump(
+            {"command": "python benchmarks/bench.py " + " ".join(sys.argv[1:]), "series": series}, f, indent=2
+        )
+    lines = [
+        "| rows | keys | candidate | rows/s | peak state rows | peak state MB |",
+        "|---:|---:|---|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {r['rows']:,} | {r['keys']:,} | {r['name']} | {r['rows_per_s']:,.0f} | "
+        f"{r['peak_state_rows']:,} | {r['peak_state_bytes'] / 1e6:.1f} |"
+        for r in series
+    ]
     table = "\n".join(lines)
     print(table)
     plot_scaling(series, os.path.join(RESULTS, "scaling.png"))
@@ -338,10 +409,15 @@ TUNING = {
     "defaults": {},
     "changelog": {ROCKSDB_CONF + "changelogCheckpointing.enabled": "true"},
     "no_row_count": {ROCKSDB_CONF + "trackTotalNumberOfRows": "false"},
-    "changelog_no_row_count": {ROCKSDB_CONF + "changelogCheckpointing.enabled": "true",
-                               ROCKSDB_CONF + "trackTotalNumberOfRows": "false"},
+    "changelog_no_row_count": {
+        ROCKSDB_CONF + "changelogCheckpointing.enabled": "true",
+        ROCKSDB_CONF + "trackTotalNumberOfRows": "false",
+    },
     "cache_256mb": {ROCKSDB_CONF + "blockCacheSizeMB": "256"},
-    "write_buffer_64mb": {ROCKSDB_CONF + "writeBufferSizeMB": "64", ROCKSDB_CONF + "maxWriteBufferNumber": "4"},
+    "write_buffer_64mb": {
+        ROCKSDB_CONF + "writeBufferSizeMB": "64",
+        ROCKSDB_CONF + "maxWriteBufferNumber": "4",
+    },
     "compact_on_commit": {ROCKSDB_CONF + "compactOnCommit": "true"},
     "no_compression": {ROCKSDB_CONF + "compression": "none"},
     "format_v6": {ROCKSDB_CONF + "formatVersion": "6"},
@@ -396,7 +472,9 @@ class HeapMonitor:
         self._system = jvm.java.lang.System
         self._memory = management.ManagementFactory.getMemoryMXBean()
         heap = management.MemoryType.HEAP
-        self._pools = [p for p in management.ManagementFactory.getMemoryPoolMXBeans() if p.getType().equals(heap)]
+        self._pools = [
+            p for p in management.ManagementFactory.getMemoryPoolMXBeans() if p.getType().equals(heap)
+        ]
         self._period = period
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample_loop, daemon=True)
@@ -477,16 +555,19 @@ def generate_live_keys(spark, folder, live_keys, args):
     n_live, size, every = live_keys, args.batch_rows, args.dup_every
     i = F.col("id")
     build = i < n_live
-    j = i - n_live                                  # row number among the measured rows
-    batch = F.floor(j / size).cast("long")          # measured micro-batch number
-    pos = F.pmod(j, F.lit(size))                    # row number inside it
+    j = i - n_live  # row number among the measured rows
+    batch = F.floor(j / size).cast("long")  # measured micro-batch number
+    pos = F.pmod(j, F.lit(size))  # row number inside it
     ts = F.when(build, F.lit(base_ms) + F.floor(i * 600_000 / n_live).cast("long")).otherwise(
-        F.lit(base_ms + 600_000) + batch * 1000 + F.floor(pos * 1000 / size).cast("long"))
+        F.lit(base_ms + 600_000) + batch * 1000 + F.floor(pos * 1000 / size).cast("long")
+    )
     if every > 1:
         # an earlier row's number: a build-up row or one of an earlier measured micro-batch; if
         # that row was itself a duplicate, the new-key row just before it
         earlier = F.pmod(i * 2654435761, F.greatest(F.lit(n_live), F.lit(n_live) + batch * size))
-        was_dup = (earlier >= n_live) & (F.pmod(F.pmod(earlier - n_live, F.lit(size)), F.lit(every)) == every - 1)
+        was_dup = (earlier >= n_live) & (
+            F.pmod(F.pmod(earlier - n_live, F.lit(size)), F.lit(every)) == every - 1
+        )
         earlier = F.when(was_dup, earlier - 1).otherwise(earlier)
         key_id = F.when(~build & (F.pmod(pos, F.lit(every)) == every - 1), earlier).otherwise(i)
     else:
@@ -516,14 +597,15 @@ def dedup_candidates(interval, column=None, tune=None):
     the global deduplicate(F.col(column)) against dropDuplicatesWithinWatermark([column]).
     tune: a list of TUNING variants: kstreams and Spark's RocksDB dedup once per variant
     ("<name>+<variant>")."""
+    from kstreams_spark import KStream
     from pyspark.sql import functions as F
 
-    from kstreams_spark import KStream
-
     if column is None:
+
         def ours(df):
             return KStream(df).deduplicate_by_key(interval).df
     else:
+
         def ours(df):
             return KStream(df).deduplicate(F.col(column), interval).df
 
@@ -534,7 +616,11 @@ def dedup_candidates(interval, column=None, tune=None):
         chosen = {}
         for variant in tune:
             chosen[f"kstreams+{variant}"] = (ROCKSDB, ours, TUNING[variant])
-            chosen[f"spark_dedup_within_watermark_rocksdb+{variant}"] = (ROCKSDB, spark_dedup, TUNING[variant])
+            chosen[f"spark_dedup_within_watermark_rocksdb+{variant}"] = (
+                ROCKSDB,
+                spark_dedup,
+                TUNING[variant],
+            )
         return chosen
     return {
         "kstreams": (ROCKSDB, ours, KSTREAMS_CONF),
@@ -593,8 +679,12 @@ def measure(spark, name, candidate, source, workdir, skip=0):
         "batch_ms": measured,
         "median_ms": statistics.median(measured) if measured else float("nan"),
         "p95_ms": percentile(measured, 95) if measured else float("nan"),
-        "peak_state_rows": max([sum(o["numRowsTotal"] for o in p["stateOperators"]) for p in progress] or [0]),
-        "peak_state_bytes": max([sum(o["memoryUsedBytes"] for o in p["stateOperators"]) for p in progress] or [0]),
+        "peak_state_rows": max(
+            [sum(o["numRowsTotal"] for o in p["stateOperators"]) for p in progress] or [0]
+        ),
+        "peak_state_bytes": max(
+            [sum(o["memoryUsedBytes"] for o in p["stateOperators"]) for p in progress] or [0]
+        ),
         "live_heap_bytes": heap.live_bytes,
         "peak_heap_bytes": heap.peak_bytes,
         "heap_after_bytes": heap.after_bytes,
@@ -677,7 +767,9 @@ def reference(results, r, **same):
     either failed."""
     base, _, variant = r["name"].partition("+")
     name = f"{base}+defaults" if variant else "kstreams"
-    ref = next((o for o in results if o["name"] == name and all(o.get(k) == v for k, v in same.items())), None)
+    ref = next(
+        (o for o in results if o["name"] == name and all(o.get(k) == v for k, v in same.items())), None
+    )
     return None if ref is r or ref is None or "error" in ref or "error" in r else ref
 
 
@@ -729,7 +821,9 @@ def heap_cells(r):
 
 
 def rocksdb_settings():
-    return ", ".join(f"`{k.replace(ROCKSDB_CONF, '')}={v}`" for k, v in SPARK_ROCKSDB_CONF.items()) or "defaults"
+    return (
+        ", ".join(f"`{k.replace(ROCKSDB_CONF, '')}={v}`" for k, v in SPARK_ROCKSDB_CONF.items()) or "defaults"
+    )
 
 
 def regime_long(args):
@@ -743,35 +837,67 @@ def regime_long(args):
         warm_up(spark, chosen, workdir, args)
         for live in sizes:
             source = os.path.join(workdir, f"input-{live}")
-            print(f"generating {live:,} live keys (build-up micro-batches of {args.build_rows:,} rows), then "
-                  f"{args.batches} micro-batches of {args.batch_rows:,} rows ...", flush=True)
+            print(
+                f"generating {live:,} live keys (build-up micro-batches of {args.build_rows:,} rows), then "
+                f"{args.batches} micro-batches of {args.batch_rows:,} rows ...",
+                flush=True,
+            )
             skip = generate_live_keys(spark, source, live, args)
-            for r in run_rounds(spark, chosen, source, workdir, args, "median_ms", lambda r: (
+            for r in run_rounds(
+                spark,
+                chosen,
+                source,
+                workdir,
+                args,
+                "median_ms",
+                lambda r: (
                     f"median {r['median_ms']:,.0f} ms, p95 {r['p95_ms']:,.0f} ms per micro-batch, "
-                    f"live heap {r['live_heap_bytes'] / 1e6:,.0f} MB"), skip, f", {live:,} live keys"):
+                    f"live heap {r['live_heap_bytes'] / 1e6:,.0f} MB"
+                ),
+                skip,
+                f", {live:,} live keys",
+            ):
                 results.append(dict(r, live_keys=live))
             shutil.rmtree(source, ignore_errors=True)
     finally:
         stop_quietly(spark)
         shutil.rmtree(workdir, ignore_errors=True)
     table = regime_table(
-        ["live keys", "candidate", f"median ms per {args.batch_rows:,}-row micro-batch", "p95 ms",
-         f"{versus(args)}, median", "every round, median ms", "live heap MB", "peak heap MB", "heap after, MB",
-         "peak state MB"],
-        ["---:", "---", "---:", "---:", "---:", "---", "---:", "---:", "---:", "---:"], results,
+        [
+            "live keys",
+            "candidate",
+            f"median ms per {args.batch_rows:,}-row micro-batch",
+            "p95 ms",
+            f"{versus(args)}, median",
+            "every round, median ms",
+            "live heap MB",
+            "peak heap MB",
+            "heap after, MB",
+            "peak state MB",
+        ],
+        ["---:", "---", "---:", "---:", "---:", "---", "---:", "---:", "---:", "---:"],
+        results,
         lambda r: [f"{r['live_keys']:,}", r["name"]],
-        lambda r: [f"{r['median_ms']:,.0f}", f"{r['p95_ms']:,.0f}", *ms_versus(results, r, live_keys=r["live_keys"]),
-                   *heap_cells(r), mb(r, "peak_state_bytes", 1)])
-    method = (f"Interval {args.long_interval}; per size, the live keys are built up first (micro-batches of at most "
-              f"{args.build_rows:,} rows, all distinct keys, not measured), then {args.batches} micro-batches of "
-              f"{args.batch_rows:,} rows (1 in {args.dup_every} a duplicate of a random earlier key, the rest new "
-              "keys, event time +1 s per micro-batch, all inside the interval) are measured: "
-              "`durationMs.triggerExecution` of each, median and p95 over them; the median of "
-              f"{args.repeat} rounds (candidate order rotating by round), every round's median listed. Heap "
-              "(`HeapMonitor` in bench.py): live = the heap pools' usage after the latest GC, the most over the "
-              "run; peak = the pools' peak usage, garbage included; after = heap used after a full GC once the "
-              "query ended, its state stores still loaded. Peak state MB is the query's own `memoryUsedBytes` "
-              f"(RocksDB: native memory). Spark's RocksDB settings: {rocksdb_settings()}.")
+        lambda r: [
+            f"{r['median_ms']:,.0f}",
+            f"{r['p95_ms']:,.0f}",
+            *ms_versus(results, r, live_keys=r["live_keys"]),
+            *heap_cells(r),
+            mb(r, "peak_state_bytes", 1),
+        ],
+    )
+    method = (
+        f"Interval {args.long_interval}; per size, the live keys are built up first (micro-batches of at most "
+        f"{args.build_rows:,} rows, all distinct keys, not measured), then {args.batches} micro-batches of "
+        f"{args.batch_rows:,} rows (1 in {args.dup_every} a duplicate of a random earlier key, the rest new "
+        "keys, event time +1 s per micro-batch, all inside the interval) are measured: "
+        "`durationMs.triggerExecution` of each, median and p95 over them; the median of "
+        f"{args.repeat} rounds (candidate order rotating by round), every round's median listed. Heap "
+        "(`HeapMonitor` in bench.py): live = the heap pools' usage after the latest GC, the most over the "
+        "run; peak = the pools' peak usage, garbage included; after = heap used after a full GC once the "
+        "query ended, its state stores still loaded. Peak state MB is the query's own `memoryUsedBytes` "
+        f"(RocksDB: native memory). Spark's RocksDB settings: {rocksdb_settings()}."
+    )
     finish("long", "Long interval (1 hour), large live state", table, method, results, args, plot_long)
 
 
@@ -785,26 +911,56 @@ def regime_catchup(args):
     try:
         warm_up(spark, chosen, workdir, args)
         source = os.path.join(workdir, "input")
-        print(f"generating {data.rows:,} rows ({data.keys:,} keys, 1 in {data.dup_every} a duplicate) "
-              "in one file ...", flush=True)
+        print(
+            f"generating {data.rows:,} rows ({data.keys:,} keys, 1 in {data.dup_every} a duplicate) "
+            "in one file ...",
+            flush=True,
+        )
         generate(spark, source, data)
-        results = run_rounds(spark, chosen, source, workdir, args, "median_ms", lambda r: (
-            f"first micro-batch {r['median_ms']:,.0f} ms, live heap {r['live_heap_bytes'] / 1e6:,.0f} MB"))
+        results = run_rounds(
+            spark,
+            chosen,
+            source,
+            workdir,
+            args,
+            "median_ms",
+            lambda r: (
+                f"first micro-batch {r['median_ms']:,.0f} ms, live heap {r['live_heap_bytes'] / 1e6:,.0f} MB"
+            ),
+        )
     finally:
         stop_quietly(spark)
         shutil.rmtree(workdir, ignore_errors=True)
     table = regime_table(
-        ["candidate", f"ms for the first micro-batch ({args.catchup_rows:,} rows, median)", versus(args),
-         "every round, ms", "rows/s in it", "live heap MB", "peak heap MB", "heap after, MB", "peak state MB"],
-        ["---", "---:", "---:", "---", "---:", "---:", "---:", "---:", "---:"], results,
+        [
+            "candidate",
+            f"ms for the first micro-batch ({args.catchup_rows:,} rows, median)",
+            versus(args),
+            "every round, ms",
+            "rows/s in it",
+            "live heap MB",
+            "peak heap MB",
+            "heap after, MB",
+            "peak state MB",
+        ],
+        ["---", "---:", "---:", "---", "---:", "---:", "---:", "---:", "---:"],
+        results,
         lambda r: [r["name"]],
-        lambda r: [f"{r['median_ms']:,.0f}", *ms_versus(results, r),
-                   f"{args.catchup_rows / r['median_ms'] * 1000:,.0f}", *heap_cells(r), mb(r, "peak_state_bytes", 1)])
-    method = (f"Interval {args.long_interval}; the query's first micro-batch is all {data.rows:,} rows "
-              f"({data.keys:,} keys, 1 in {data.dup_every} an adjacent duplicate, event times 1 ms apart: the "
-              "default regime's formulas, in one file): `durationMs.triggerExecution` of micro-batch 0, the "
-              f"median of {args.repeat} rounds (order rotating), every round listed; heap columns as in the long "
-              f"regime. Spark's RocksDB settings: {rocksdb_settings()}.")
+        lambda r: [
+            f"{r['median_ms']:,.0f}",
+            *ms_versus(results, r),
+            f"{args.catchup_rows / r['median_ms'] * 1000:,.0f}",
+            *heap_cells(r),
+            mb(r, "peak_state_bytes", 1),
+        ],
+    )
+    method = (
+        f"Interval {args.long_interval}; the query's first micro-batch is all {data.rows:,} rows "
+        f"({data.keys:,} keys, 1 in {data.dup_every} an adjacent duplicate, event times 1 ms apart: the "
+        "default regime's formulas, in one file): `durationMs.triggerExecution` of micro-batch 0, the "
+        f"median of {args.repeat} rounds (order rotating), every round listed; heap columns as in the long "
+        f"regime. Spark's RocksDB settings: {rocksdb_settings()}."
+    )
     finish("catchup", "Catch-up: a first micro-batch of a million rows", table, method, results, args)
 
 
@@ -815,34 +971,63 @@ def regime_global(args):
     chosen = only(dedup_candidates(args.interval, column="id", tune=tuning(args)), args)
     try:
         source = os.path.join(workdir, "input")
-        print(f"generating {args.rows:,} rows ({args.keys:,} ids, 1 in {args.dup_every} a duplicate, "
-              f"{args.partitions} partitions, duplicates on other partitions, {args.files} files) ...", flush=True)
+        print(
+            f"generating {args.rows:,} rows ({args.keys:,} ids, 1 in {args.dup_every} a duplicate, "
+            f"{args.partitions} partitions, duplicates on other partitions, {args.files} files) ...",
+            flush=True,
+        )
         generate(spark, source, args, with_id=True)
         small = os.path.join(workdir, "warmup")
         spark.read.parquet(source).limit(20000).write.parquet(small)
         for name, candidate in chosen.items():
             measure(spark, "warmup-" + name, candidate, small, workdir)
-        results = run_rounds(spark, chosen, source, workdir, args, "rows_per_s", lambda r: (
-            f"{r['rows_per_s']:,.0f} rows/s, live heap {r['live_heap_bytes'] / 1e6:,.0f} MB"))
+        results = run_rounds(
+            spark,
+            chosen,
+            source,
+            workdir,
+            args,
+            "rows_per_s",
+            lambda r: f"{r['rows_per_s']:,.0f} rows/s, live heap {r['live_heap_bytes'] / 1e6:,.0f} MB",
+        )
     finally:
         stop_quietly(spark)
         shutil.rmtree(workdir, ignore_errors=True)
     compare = "defaults ÷ variant, rows/s (<1: variant faster)" if args.tune else "kstreams ÷ candidate"
     table = regime_table(
-        ["candidate", "rows/s (median)", compare, "every round, rows/s", "peak state rows", "peak state MB",
-         "live heap MB", "peak heap MB", "seconds"],
-        ["---", "---:", "---:", "---", "---:", "---:", "---:", "---:", "---:"], results,
+        [
+            "candidate",
+            "rows/s (median)",
+            compare,
+            "every round, rows/s",
+            "peak state rows",
+            "peak state MB",
+            "live heap MB",
+            "peak heap MB",
+            "seconds",
+        ],
+        ["---", "---:", "---:", "---", "---:", "---:", "---:", "---:", "---:"],
+        results,
         lambda r: [r["name"]],
-        lambda r: [f"{r['rows_per_s']:,.0f}", rows_ratio(results, r),
-                   ", ".join(f"{x / 1000:,.0f}k" for x in r["rounds_rows_per_s"]), f"{r['peak_state_rows']:,}",
-                   mb(r, "peak_state_bytes", 1), *heap_cells(r)[:2], f"{r['seconds']:.1f}"])
-    method = (f"The default regime's data ({args.rows:,} rows, {args.keys:,} ids, 1 in {args.dup_every} an adjacent "
-              f"duplicate, {args.files} files = micro-batches) with an `id` column, each row on partition "
-              f"`row % {args.partitions}` so that duplicates cross partitions; interval {args.interval}; "
-              "`KStream(df).deduplicate(F.col(\"id\"), interval)` against `withWatermark(\"timestamp\", interval)"
-              ".dropDuplicatesWithinWatermark([\"id\"])`; rows/s = input rows / wall time of the query, the "
-              f"median of {args.repeat} rounds (order rotating). Spark's RocksDB settings: {rocksdb_settings()}"
-              " (with trackTotalNumberOfRows=false its peak state rows read 0).")
+        lambda r: [
+            f"{r['rows_per_s']:,.0f}",
+            rows_ratio(results, r),
+            ", ".join(f"{x / 1000:,.0f}k" for x in r["rounds_rows_per_s"]),
+            f"{r['peak_state_rows']:,}",
+            mb(r, "peak_state_bytes", 1),
+            *heap_cells(r)[:2],
+            f"{r['seconds']:.1f}",
+        ],
+    )
+    method = (
+        f"The default regime's data ({args.rows:,} rows, {args.keys:,} ids, 1 in {args.dup_every} an adjacent "
+        f"duplicate, {args.files} files = micro-batches) with an `id` column, each row on partition "
+        f"`row % {args.partitions}` so that duplicates cross partitions; interval {args.interval}; "
+        '`KStream(df).deduplicate(F.col("id"), interval)` against `withWatermark("timestamp", interval)'
+        '.dropDuplicatesWithinWatermark(["id"])`; rows/s = input rows / wall time of the query, the '
+        f"median of {args.repeat} rounds (order rotating). Spark's RocksDB settings: {rocksdb_settings()}"
+        " (with trackTotalNumberOfRows=false its peak state rows read 0)."
+    )
     finish("global", "Global dedup by an id column", table, method, results, args)
 
 
@@ -897,7 +1082,9 @@ def plot_long(results, path, args):
         return False
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for name in dict.fromkeys(r["name"] for r in results):
-        points = sorted((r["live_keys"], r["median_ms"]) for r in results if r["name"] == name and "error" not in r)
+        points = sorted(
+            (r["live_keys"], r["median_ms"]) for r in results if r["name"] == name and "error" not in r
+        )
         if points:
             ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
     ax.set_xticks(sorted({r["live_keys"] for r in results}))
@@ -929,8 +1116,11 @@ def scale_test(args):
         warm_up(spark, {"kstreams": candidate}, workdir, args)
         for live in (small, big):
             source = os.path.join(workdir, f"input-{live}")
-            print(f"generating {live:,} live keys (build-up micro-batches of {args.build_rows:,} rows), then "
-                  f"{args.batches} micro-batches of {args.batch_rows:,} rows ...", flush=True)
+            print(
+                f"generating {live:,} live keys (build-up micro-batches of {args.build_rows:,} rows), then "
+                f"{args.batches} micro-batches of {args.batch_rows:,} rows ...",
+                flush=True,
+            )
             skip = generate_live_keys(spark, source, live, args)
             print(f"running kstreams, {live:,} live keys ...", flush=True)
             try:
@@ -944,20 +1134,29 @@ def scale_test(args):
             completed = completed and done
             medians[live] = r["median_ms"]
             print(f"  build-up micro-batches, ms: {', '.join(f'{x:,}' for x in r['build_ms'])}", flush=True)
-            print(f"  {len(r['batch_ms'])} of {args.batches} measured micro-batches: median {r['median_ms']:,.0f} ms, "
-                  f"p95 {r['p95_ms']:,.0f} ms; live heap {mb(r, 'live_heap_bytes')} MB, peak heap "
-                  f"{mb(r, 'peak_heap_bytes')} MB, heap after {mb(r, 'heap_after_bytes')} MB, peak state "
-                  f"{mb(r, 'peak_state_bytes', 1)} MB", flush=True)
+            print(
+                f"  {len(r['batch_ms'])} of {args.batches} measured micro-batches: median {r['median_ms']:,.0f} ms, "
+                f"p95 {r['p95_ms']:,.0f} ms; live heap {mb(r, 'live_heap_bytes')} MB, peak heap "
+                f"{mb(r, 'peak_heap_bytes')} MB, heap after {mb(r, 'heap_after_bytes')} MB, peak state "
+                f"{mb(r, 'peak_state_bytes', 1)} MB",
+                flush=True,
+            )
     finally:
         stop_quietly(spark)
         shutil.rmtree(workdir, ignore_errors=True)
-    ratio = medians[big] / medians[small] if small in medians and big in medians and medians[small] else float("nan")
+    ratio = (
+        medians[big] / medians[small]
+        if small in medians and big in medians and medians[small]
+        else float("nan")
+    )
     ok = completed and ratio <= args.scale_max_ratio
     print()
     for live, ms in medians.items():
         print(f"median ms per {args.batch_rows:,}-row micro-batch at {live:,} live keys: {ms:,.0f}")
-    print(f"ratio {big:,} / {small:,} live keys: {ratio:.2f} (limit {args.scale_max_ratio}); "
-          f"every query completed: {'yes' if completed else 'no'}")
+    print(
+        f"ratio {big:,} / {small:,} live keys: {ratio:.2f} (limit {args.scale_max_ratio}); "
+        f"every query completed: {'yes' if completed else 'no'}"
+    )
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
@@ -999,8 +1198,11 @@ def main(argv=None):
     workdir = tempfile.mkdtemp(prefix="kstreams-bench-")
     try:
         source = os.path.join(workdir, "input")
-        print(f"generating {args.rows:,} rows ({args.keys:,} keys, 1 in {args.dup_every} a duplicate, "
-              f"{args.partitions} partitions, {args.files} files) ...", flush=True)
+        print(
+            f"generating {args.rows:,} rows ({args.keys:,} keys, 1 in {args.dup_every} a duplicate, "
+            f"{args.partitions} partitions, {args.files} files) ...",
+            flush=True,
+        )
         generate(spark, source, args)
         results = {}
         chosen = candidates(args)
@@ -1018,14 +1220,17 @@ def main(argv=None):
                 rounds[name].append(run_one(spark, name, provider, op, source, workdir))
         for name, runs in rounds.items():
             # the machine is shared and noisy: report the median round, keep every round's rate
-            results[name] = dict(sorted(runs, key=lambda r: r["rows_per_s"])[len(runs) // 2],
-                                 rounds_rows_per_s=[round(r["rows_per_s"]) for r in runs])
+            results[name] = dict(
+                sorted(runs, key=lambda r: r["rows_per_s"])[len(runs) // 2],
+                rounds_rows_per_s=[round(r["rows_per_s"]) for r in runs],
+            )
         if not args.only or "jvm_limit" in args.only:
             results["jvm_limit"] = jvm_limit(spark, args, interval_ms)
         if (not args.only or "flink" in args.only) and os.path.exists(args.flink_python):
             csv = os.path.join(workdir, "csv")
             spark.read.parquet(source).selectExpr(
-                "key", "value", "unix_millis(timestamp) AS ts_ms", "partition", "offset").write.csv(csv)
+                "key", "value", "unix_millis(timestamp) AS ts_ms", "partition", "offset"
+            ).write.csv(csv)
             print("running flink ...", flush=True)
             results["flink"] = flink(args, csv)
     finally:
@@ -1036,15 +1241,19 @@ def main(argv=None):
 
 def report(args, results):
     ours = results.get("kstreams", {}).get("rows_per_s")
-    lines = ["| candidate | rows/s (median) | kstreams ÷ candidate | every round, rows/s | peak state rows | peak state MB | seconds |",
-             "|---|---:|---:|---|---:|---:|---:|"]
+    lines = [
+        "| candidate | rows/s (median) | kstreams ÷ candidate | every round, rows/s | peak state rows | peak state MB | seconds |",
+        "|---|---:|---:|---|---:|---:|---:|",
+    ]
     for name, r in results.items():
         ratio = f"{ours / r['rows_per_s']:.2f}x" if ours and name != "kstreams" else ""
         state_rows = f"{r['peak_state_rows']:,}" if "peak_state_rows" in r else ""
         state_mb = f"{r['peak_state_bytes'] / 1e6:.1f}" if "peak_state_bytes" in r else ""
         seconds = f"{r['seconds']:.1f}" if "seconds" in r else ""
         every = ", ".join(f"{x / 1000:,.0f}k" for x in r.get("rounds_rows_per_s", []))
-        lines.append(f"| {name} | {r['rows_per_s']:,.0f} | {ratio} | {every} | {state_rows} | {state_mb} | {seconds} |")
+        lines.append(
+            f"| {name} | {r['rows_per_s']:,.0f} | {ratio} | {every} | {state_rows} | {state_mb} | {seconds} |"
+        )
     table = "\n".join(lines)
     print()
     print(table)
@@ -1060,14 +1269,22 @@ def report(args, results):
         "spread_ms": args.spread_ms,
         "interval": args.interval,
         "kstreams_rows_per_s": results.get("kstreams", {}).get("rows_per_s"),
-        "spark_dedup_within_watermark_rocksdb_rows_per_s": results.get("spark_dedup_within_watermark_rocksdb", {}).get("rows_per_s"),
-        "spark_dedup_within_watermark_hdfs_rows_per_s": results.get("spark_dedup_within_watermark_hdfs", {}).get("rows_per_s"),
-        "spark_drop_duplicates_watermark_rocksdb_rows_per_s": results.get("spark_drop_duplicates_watermark_rocksdb", {}).get("rows_per_s"),
+        "spark_dedup_within_watermark_rocksdb_rows_per_s": results.get(
+            "spark_dedup_within_watermark_rocksdb", {}
+        ).get("rows_per_s"),
+        "spark_dedup_within_watermark_hdfs_rows_per_s": results.get(
+            "spark_dedup_within_watermark_hdfs", {}
+        ).get("rows_per_s"),
+        "spark_drop_duplicates_watermark_rocksdb_rows_per_s": results.get(
+            "spark_drop_duplicates_watermark_rocksdb", {}
+        ).get("rows_per_s"),
         "flink_rows_per_s": results.get("flink", {}).get("rows_per_s"),
         "jvm_limit_rows_per_s": results.get("jvm_limit", {}).get("rows_per_s"),
         "tws_floor_rows_per_s": results.get("tws_floor", {}).get("rows_per_s"),
         "kstreams_peak_state_rows": results.get("kstreams", {}).get("peak_state_rows"),
-        "spark_peak_state_rows": results.get("spark_dedup_within_watermark_rocksdb", {}).get("peak_state_rows"),
+        "spark_peak_state_rows": results.get("spark_dedup_within_watermark_rocksdb", {}).get(
+            "peak_state_rows"
+        ),
         "candidates": results,
         "command": "python benchmarks/bench.py " + " ".join(sys.argv[1:]),
         "when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -1102,20 +1319,30 @@ def plot(results, path, args):
 
 def update_results_md(table, latest, args):
     path = os.path.join(HERE, "RESULTS.md")
-    text = open(path).read() if os.path.exists(path) else "# Benchmark results\n\n## Latest run\n\n<!-- latest -->\n<!-- /latest -->\n\n## History\n\n"
-    body = (f"<!-- latest -->\n{latest['when']}, `{latest['command'].strip()}`\n\n{table}\n\n"
-            f"![throughput](results/latest.png)\n<!-- /latest -->")
+    text = (
+        open(path).read()
+        if os.path.exists(path)
+        else "# Benchmark results\n\n## Latest run\n\n<!-- latest -->\n<!-- /latest -->\n\n## History\n\n"
+    )
+    body = (
+        f"<!-- latest -->\n{latest['when']}, `{latest['command'].strip()}`\n\n{table}\n\n"
+        f"![throughput](results/latest.png)\n<!-- /latest -->"
+    )
     text = re.sub(r"<!-- latest -->.*<!-- /latest -->", lambda _: body, text, flags=re.S)
     ours = latest["kstreams_rows_per_s"]
+
     def ratio(key):
         other = latest.get(key)
         return f"{ours / other:.2f}x" if ours and other else "n/a"
-    line = (f"- {latest['when']}: {args.rows:,} rows, kstreams {ours or 0:,.0f} rows/s; "
-            f"vs dropDuplicatesWithinWatermark RocksDB {ratio('spark_dedup_within_watermark_rocksdb_rows_per_s')}, "
-            f"HDFS {ratio('spark_dedup_within_watermark_hdfs_rows_per_s')}, "
-            f"transformWithState floor {ratio('tws_floor_rows_per_s')}; peak state rows "
-            f"{latest['kstreams_peak_state_rows']} vs {latest['spark_peak_state_rows']}"
-            + (f" ({args.note})" if args.note else ""))
+
+    line = (
+        f"- {latest['when']}: {args.rows:,} rows, kstreams {ours or 0:,.0f} rows/s; "
+        f"vs dropDuplicatesWithinWatermark RocksDB {ratio('spark_dedup_within_watermark_rocksdb_rows_per_s')}, "
+        f"HDFS {ratio('spark_dedup_within_watermark_hdfs_rows_per_s')}, "
+        f"transformWithState floor {ratio('tws_floor_rows_per_s')}; peak state rows "
+        f"{latest['kstreams_peak_state_rows']} vs {latest['spark_peak_state_rows']}"
+        + (f" ({args.note})" if args.note else "")
+    )
     text = text.rstrip() + "\n" + line + "\n"
     with open(path, "w") as f:
         f.write(text)

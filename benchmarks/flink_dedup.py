@@ -4,6 +4,7 @@ as CSV, Flink local mode, parallelism 2, blackhole sink. Run by bench.py in its 
 
     python flink_dedup.py CSV_FOLDER ROWS   ->  prints {"rows_per_s": ..., "seconds": ...}
 """
+
 import json
 import sys
 import time

@@ -24,6 +24,7 @@ driver can reach (HDFS, S3, NFS; a local folder only on one machine). Run it
 The last line printed is a JSON summary (application id, executors, micro-batches with data,
 operator metrics).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,18 +32,17 @@ import json
 import os
 import sys
 import time
-from typing import Optional, Sequence
-
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from collections.abc import Sequence
 
 from kstreams_spark import KStream, TimeWindows, configure_spark, operator_metrics
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 # the Kafka source's columns (key and value as strings)
 SCHEMA = "key STRING, value STRING, timestamp TIMESTAMP, partition INT, offset BIGINT"
 
 
-def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--master", help="Spark master URL (default: the one spark-submit was given)")
     p.add_argument("--input", required=True, help="folder of JSON files")
@@ -51,10 +51,18 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--interval", default="10 seconds", help="dedup interval (default: 10 seconds)")
     p.add_argument("--window", default="10 seconds", help="tumbling window size (default: 10 seconds)")
     p.add_argument("--files-per-batch", type=int, default=1, help="input files per micro-batch (default: 1)")
-    p.add_argument("--state-partitions", type=int, default=2,
-                   help="spark.sql.shuffle.partitions, fixed by the checkpoint at the first start (default: 2)")
-    p.add_argument("--min-executors", type=int, default=1,
-                   help="wait until this many executors have registered before starting (default: 1)")
+    p.add_argument(
+        "--state-partitions",
+        type=int,
+        default=2,
+        help="spark.sql.shuffle.partitions, fixed by the checkpoint at the first start (default: 2)",
+    )
+    p.add_argument(
+        "--min-executors",
+        type=int,
+        default=1,
+        help="wait until this many executors have registered before starting (default: 1)",
+    )
     return p.parse_args(argv)
 
 
@@ -99,7 +107,9 @@ def start_queries(spark: SparkSession, args: argparse.Namespace) -> dict[str, St
             .json(args.input)
         )
         queries[name] = (
-            op(source).writeStream.format("parquet").queryName(name)
+            op(source)
+            .writeStream.format("parquet")
+            .queryName(name)
             .option("path", os.path.join(args.output, name))
             .option("checkpointLocation", os.path.join(args.checkpoint, name))
             .trigger(availableNow=True)
@@ -108,7 +118,7 @@ def start_queries(spark: SparkSession, args: argparse.Namespace) -> dict[str, St
     return queries
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     builder = SparkSession.builder.appName("kstreams-spark-cluster-example")
     if args.master:
@@ -126,8 +136,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     summary = {
         "application_id": spark.sparkContext.applicationId,
         "executors_at_start": executors,
-        "batches_with_data": {n: sum(1 for p in q.recentProgress if p["numInputRows"] > 0)
-                              for n, q in queries.items()},
+        "batches_with_data": {
+            n: sum(1 for p in q.recentProgress if p["numInputRows"] > 0) for n, q in queries.items()
+        },
         "metrics": {n: operator_metrics(q.recentProgress) for n, q in queries.items()},
     }
     print(json.dumps(summary), flush=True)

@@ -4,6 +4,7 @@ One master and N workers, each a separate JVM in its own process group (so killi
 also kills the executors it launched, as when a machine dies), each worker with its own work dir,
 free ports, 1 core and a little memory. Used by tests/test_cluster.py.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -19,7 +20,6 @@ import time
 import urllib.request
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Optional
 
 import pyspark
 
@@ -88,7 +88,7 @@ class Daemon:
     process: subprocess.Popen
     log: str
     web_port: int
-    work_dir: Optional[str] = None
+    work_dir: str | None = None
 
     def kill(self) -> None:
         """SIGKILL to the daemon's whole process group (a worker and its executors)."""
@@ -105,50 +105,62 @@ class StandaloneCluster:
     workers: int = 2
     worker_memory: str = "1g"
     master_port: int = field(default_factory=free_port)
-    master: Optional[Daemon] = None
+    master: Daemon | None = None
     worker_daemons: list = field(default_factory=list)
-    watchdog: Optional[subprocess.Popen] = None
-    _starting: Optional[Future] = None
+    watchdog: subprocess.Popen | None = None
+    _starting: Future | None = None
 
     @property
     def url(self) -> str:
         return f"spark://127.0.0.1:{self.master_port}"
 
-    def _start(self, name: str, cls: str, args: list, work_dir: Optional[str] = None) -> Daemon:
+    def _start(self, name: str, cls: str, args: list, work_dir: str | None = None) -> Daemon:
         web_port = free_port()
         log = os.path.join(self.root, f"{name}.log")
         with open(log, "w") as out:
             process = subprocess.Popen(
-                [os.path.join(SPARK_HOME, "bin", "spark-class"), cls, "--host", "127.0.0.1",
-                 "--webui-port", str(web_port), *args],
-                stdout=out, stderr=subprocess.STDOUT, env=cluster_env(), cwd=self.root,
+                [
+                    os.path.join(SPARK_HOME, "bin", "spark-class"),
+                    cls,
+                    "--host",
+                    "127.0.0.1",
+                    "--webui-port",
+                    str(web_port),
+                    *args,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=cluster_env(),
+                cwd=self.root,
                 start_new_session=True,
             )
         with open(os.path.join(self.root, "daemon-pids"), "a") as pids:
             pids.write(f"{process.pid}\n")
         return Daemon(name, process, log, web_port, work_dir)
 
-    def start(self) -> "StandaloneCluster":
+    def start(self) -> StandaloneCluster:
         os.makedirs(self.root, exist_ok=True)
         self.watchdog = subprocess.Popen(
             [sys.executable, "-c", _WATCHDOG, str(os.getpid()), os.path.join(self.root, "daemon-pids")],
             start_new_session=True,
         )
-        self.master = self._start("master", "org.apache.spark.deploy.master.Master",
-                                  ["--port", str(self.master_port)])
+        self.master = self._start(
+            "master", "org.apache.spark.deploy.master.Master", ["--port", str(self.master_port)]
+        )
         self.wait_for(lambda s: s is not None, "the master to answer")
         for i in range(self.workers):
             self.worker_daemons.append(self.start_worker(i))
-        self.wait_for(lambda s: len(self.alive_workers(s)) == self.workers,
-                      f"{self.workers} workers to register")
+        self.wait_for(
+            lambda s: len(self.alive_workers(s)) == self.workers, f"{self.workers} workers to register"
+        )
         return self
 
-    def start_in_background(self) -> "StandaloneCluster":
+    def start_in_background(self) -> StandaloneCluster:
         """Starts the cluster on a thread, so the JVMs boot while the caller does other work."""
         self._starting = ThreadPoolExecutor(1).submit(self.start)
         return self
 
-    def ready(self) -> "StandaloneCluster":
+    def ready(self) -> StandaloneCluster:
         """Waits for a start_in_background() to finish (raising what it raised)."""
         if self._starting is not None:
             self._starting.result()
@@ -158,13 +170,23 @@ class StandaloneCluster:
         work_dir = os.path.join(self.root, f"worker-{i}")
         os.makedirs(work_dir, exist_ok=True)
         return self._start(
-            f"worker-{i}", "org.apache.spark.deploy.worker.Worker",
-            ["--port", str(free_port()), "--cores", "1", "--memory", self.worker_memory,
-             "--work-dir", work_dir, self.url],
+            f"worker-{i}",
+            "org.apache.spark.deploy.worker.Worker",
+            [
+                "--port",
+                str(free_port()),
+                "--cores",
+                "1",
+                "--memory",
+                self.worker_memory,
+                "--work-dir",
+                work_dir,
+                self.url,
+            ],
             work_dir,
         )
 
-    def state(self) -> Optional[dict]:
+    def state(self) -> dict | None:
         """The master's JSON status page, or None while it does not answer."""
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.master.web_port}/json/", timeout=2) as r:
@@ -173,7 +195,7 @@ class StandaloneCluster:
             return None
 
     @staticmethod
-    def alive_workers(state: Optional[dict]) -> list:
+    def alive_workers(state: dict | None) -> list:
         return [w for w in (state or {}).get("workers", []) if w["state"] == "ALIVE"]
 
     def wait_for(self, condition, what: str, timeout: float = 60) -> dict:

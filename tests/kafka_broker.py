@@ -5,6 +5,7 @@ kafka_2.13 3.9.2 with its runtime dependencies, copied into ``.tools/kafka-broke
 fetches them first, and the fixture runs that target itself if they are missing. The broker
 listens on 127.0.0.1 on free ports, keeps its logs in a temp dir, and is stopped by ``stop()``.
 """
+
 from __future__ import annotations
 
 import base64
@@ -14,14 +15,20 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Sequence
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BROKER_JARS = os.path.join(REPO, ".tools", "kafka-broker")
 # Broker JVM: small heap, quick start (C1 only), few threads: the machine has 2 shared cores.
-JVM_OPTS = ["-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            "-Djava.awt.headless=true", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"]
+JVM_OPTS = [
+    "-Xms128m",
+    "-Xmx512m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-Djava.awt.headless=true",
+    "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+]
 
 
 def free_port() -> int:
@@ -33,7 +40,9 @@ def free_port() -> int:
 def _classpath() -> str:
     """The broker's classpath; fetches the jars (`make kafka-broker`) when pytest runs on its own."""
     if not os.path.exists(os.path.join(BROKER_JARS, ".fetched")):
-        fetch = subprocess.run(["make", "-C", REPO, "kafka-broker"], capture_output=True, text=True, timeout=600)
+        fetch = subprocess.run(
+            ["make", "-C", REPO, "kafka-broker"], capture_output=True, text=True, timeout=600
+        )
         if fetch.returncode != 0:
             raise RuntimeError(f"`make kafka-broker` failed:\n{fetch.stdout[-2000:]}\n{fetch.stderr[-2000:]}")
     if not glob.glob(os.path.join(BROKER_JARS, "kafka_2.13-*.jar")):
@@ -48,7 +57,7 @@ class KafkaBroker:
     root: str
     port: int = 0
     controller_port: int = 0
-    process: Optional[subprocess.Popen] = None
+    process: subprocess.Popen | None = None
     log_path: str = ""
     _admin: object = field(default=None, repr=False)
 
@@ -56,46 +65,54 @@ class KafkaBroker:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 90.0) -> "KafkaBroker":
+    def start(self, timeout: float = 90.0) -> KafkaBroker:
         self.port, self.controller_port = free_port(), free_port()
         data = os.path.join(self.root, "data")
         os.makedirs(data, exist_ok=True)
         config = os.path.join(self.root, "server.properties")
         with open(config, "w") as f:
-            f.write("\n".join([
-                "process.roles=broker,controller",
-                "node.id=1",
-                f"controller.quorum.voters=1@127.0.0.1:{self.controller_port}",
-                f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
-                "controller.listener.names=CONTROLLER",
-                "inter.broker.listener.name=PLAINTEXT",
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-                f"log.dirs={data}",
-                "num.network.threads=2",
-                "num.io.threads=2",
-                "background.threads=2",
-                "offsets.topic.replication.factor=1",
-                "offsets.topic.num.partitions=1",
-                "transaction.state.log.replication.factor=1",
-                "transaction.state.log.min.isr=1",
-                "group.initial.rebalance.delay.ms=0",
-                "auto.create.topics.enable=false",
-                # records with timestamps far in the past are part of the tests: keep everything
-                "log.retention.ms=-1",
-                "",
-            ]))
+            f.write(
+                "\n".join(
+                    [
+                        "process.roles=broker,controller",
+                        "node.id=1",
+                        f"controller.quorum.voters=1@127.0.0.1:{self.controller_port}",
+                        f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+                        f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                        "controller.listener.names=CONTROLLER",
+                        "inter.broker.listener.name=PLAINTEXT",
+                        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                        f"log.dirs={data}",
+                        "num.network.threads=2",
+                        "num.io.threads=2",
+                        "background.threads=2",
+                        "offsets.topic.replication.factor=1",
+                        "offsets.topic.num.partitions=1",
+                        "transaction.state.log.replication.factor=1",
+                        "transaction.state.log.min.isr=1",
+                        "group.initial.rebalance.delay.ms=0",
+                        "auto.create.topics.enable=false",
+                        # records with timestamps far in the past are part of the tests: keep everything
+                        "log.retention.ms=-1",
+                        "",
+                    ]
+                )
+            )
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode()[:22]
         java = ["java", *JVM_OPTS, "-cp", _classpath()]
         fmt = subprocess.run(
             [*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", config],
-            capture_output=True, text=True, timeout=120)
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if fmt.returncode != 0:
             raise RuntimeError(f"kafka storage format failed:\n{fmt.stdout}\n{fmt.stderr}")
         self.log_path = os.path.join(self.root, "broker.log")
         log = open(self.log_path, "w")
-        self.process = subprocess.Popen([*java, "kafka.Kafka", config], stdout=log,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen(
+            [*java, "kafka.Kafka", config], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         log.close()
         self._wait_ready(timeout)
         return self
@@ -106,8 +123,9 @@ class KafkaBroker:
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"the Kafka broker exited with {self.process.returncode}:\n"
-                                   + self.log_tail())
+                raise RuntimeError(
+                    f"the Kafka broker exited with {self.process.returncode}:\n" + self.log_tail()
+                )
             try:
                 # log_level 0: no "connection refused" lines while the broker is starting
                 admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
@@ -151,8 +169,8 @@ class KafkaBroker:
 class KafkaRecord:
     """A record as the broker stored it."""
 
-    key: Optional[bytes]
-    value: Optional[bytes]
+    key: bytes | None
+    value: bytes | None
     timestamp_ms: int
     partition: int
     offset: int
@@ -172,11 +190,19 @@ def produce(bootstrap: str, topic: str, records: Iterable[tuple]) -> None:
         if err is not None:
             errors.append(err)
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                         "max.in.flight.requests.per.connection": 1, "enable.idempotence": False})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "max.in.flight.requests.per.connection": 1,
+            "enable.idempotence": False,
+        }
+    )
     for partition, key, value, ts in records:
-        producer.produce(topic, key=key, value=value, partition=partition, timestamp=ts,
-                         on_delivery=on_delivery)
+        producer.produce(
+            topic, key=key, value=value, partition=partition, timestamp=ts, on_delivery=on_delivery
+        )
         producer.poll(0)
     remaining = producer.flush(60)
     if remaining or errors:
@@ -187,8 +213,14 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 60.0) -> list[KafkaR
     """Every record of ``topic`` from offset 0 to the current end, in (partition, offset) order."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4()}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"read-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
         ends = {}
@@ -208,8 +240,16 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 60.0) -> list[KafkaR
             if msg.error():
                 raise RuntimeError(f"reading {topic}: {msg.error()}")
             if msg.offset() < ends[msg.partition()]:
-                out.append(KafkaRecord(msg.key(), msg.value(), msg.timestamp()[1],
-                                       msg.partition(), msg.offset(), tuple(msg.headers() or ())))
+                out.append(
+                    KafkaRecord(
+                        msg.key(),
+                        msg.value(),
+                        msg.timestamp()[1],
+                        msg.partition(),
+                        msg.offset(),
+                        tuple(msg.headers() or ()),
+                    )
+                )
             if msg.offset() >= ends[msg.partition()] - 1:
                 done.add(msg.partition())
         return sorted(out, key=lambda r: (r.partition, r.offset))
@@ -230,8 +270,10 @@ class EndOffsets:
     def total(self) -> int:
         from confluent_kafka import TopicPartition
 
-        return sum(self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
-                   for p in self._partitions)
+        return sum(
+            self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
+            for p in self._partitions
+        )
 
     def close(self) -> None:
         self._consumer.close()

@@ -5,18 +5,20 @@ runs ``deduplicate_by_key("10 seconds")`` on TOPIC into OUTPUT_TOPIC (Kafka sink
 and PARQUET_DIR (file sink, exactly-once), one query per sink with checkpoints under
 CHECKPOINT_DIR/{kafka,parquet}, until the input present at start is consumed; exits 0 when done.
 """
+
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from pyspark.sql import SparkSession  # noqa: E402
-
 from kafka_streams import OPERATORS, kafka_source, start_kafka_sink, start_parquet_sink  # noqa: E402
 from kstreams_spark import configure_spark  # noqa: E402
+from pyspark.sql import SparkSession  # noqa: E402
 
 
-def main(bootstrap: str, topic: str, output_topic: str, parquet: str, checkpoints: str, max_offsets: str) -> None:
+def main(
+    bootstrap: str, topic: str, output_topic: str, parquet: str, checkpoints: str, max_offsets: str
+) -> None:
     spark = (
         configure_spark(SparkSession.builder.master("local[2]"))
         .appName("kstreams-spark crash job")
@@ -29,10 +31,17 @@ def main(bootstrap: str, topic: str, output_topic: str, parquet: str, checkpoint
     spark.sparkContext.setLogLevel("ERROR")
     op = OPERATORS["dedup_by_key"]
     queries = [
-        start_kafka_sink(op(kafka_source(spark, bootstrap, topic, int(max_offsets))), bootstrap,
-                         output_topic, os.path.join(checkpoints, "kafka")),
-        start_parquet_sink(op(kafka_source(spark, bootstrap, topic, int(max_offsets))), parquet,
-                           os.path.join(checkpoints, "parquet")),
+        start_kafka_sink(
+            op(kafka_source(spark, bootstrap, topic, int(max_offsets))),
+            bootstrap,
+            output_topic,
+            os.path.join(checkpoints, "kafka"),
+        ),
+        start_parquet_sink(
+            op(kafka_source(spark, bootstrap, topic, int(max_offsets))),
+            parquet,
+            os.path.join(checkpoints, "parquet"),
+        ),
     ]
     print("started", flush=True)
     for q in queries:

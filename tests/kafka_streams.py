@@ -3,18 +3,18 @@
 Expected results are computed from the records read back from the input topic (partition, offset,
 key, value, timestamp as the broker stored them), by direct transcriptions of SEMANTICS.md.
 """
+
 from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
-
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from kafka_broker import KafkaRecord
 from kstreams_spark import KStream, TimeWindows
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from reference import dedup_reference
 
 BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -33,18 +33,22 @@ def at_least_once_records(events_per_partition: int, seed: int, keys: int = 25) 
     sent: list[tuple] = []
     for p in range(PARTITIONS):
         events = [
-            (p, f"user-{rng.randrange(keys)}", json.dumps({"id": f"{p}-{i}", "seq": i + 1}),
-             BASE_MS + i * 200 + rng.randrange(-1000, 1000))
+            (
+                p,
+                f"user-{rng.randrange(keys)}",
+                json.dumps({"id": f"{p}-{i}", "seq": i + 1}),
+                BASE_MS + i * 200 + rng.randrange(-1000, 1000),
+            )
             for i in range(events_per_partition)
         ]
         failure_at = 2 * events_per_partition // 3
         for start in range(0, events_per_partition, 10):
-            batch = events[start:start + 10]
+            batch = events[start : start + 10]
             sent += batch
             if rng.random() < 0.2:  # retried batch: the broker got it, the ack was lost
                 sent += batch
             if start <= failure_at < start + 10:  # producer failed; replays its recent tail
-                sent += events[max(0, start + 10 - 30):start + 10]
+                sent += events[max(0, start + 10 - 30) : start + 10]
     return sent
 
 
@@ -52,16 +56,24 @@ def at_least_once_records(events_per_partition: int, seed: int, keys: int = 25) 
 class In:
     """An input record as the oracles read it (t in ms)."""
 
-    key: Optional[str]
-    value: Optional[str]
+    key: str | None
+    value: str | None
     t: int
     partition: int
     offset: int
 
 
 def as_inputs(records: Sequence[KafkaRecord]) -> list[In]:
-    return [In(None if r.key is None else r.key.decode(), None if r.value is None else r.value.decode(),
-               r.timestamp_ms, r.partition, r.offset) for r in records]
+    return [
+        In(
+            None if r.key is None else r.key.decode(),
+            None if r.value is None else r.value.decode(),
+            r.timestamp_ms,
+            r.partition,
+            r.offset,
+        )
+        for r in records
+    ]
 
 
 def expected_dedup_by_key(records: Sequence[In], interval_ms: int = INTERVAL_MS) -> list[In]:
@@ -122,8 +134,9 @@ def sequence():
 OPERATORS: dict[str, Callable[[DataFrame], DataFrame]] = {
     "dedup_by_key": lambda df: KStream(df).deduplicate_by_key("10 seconds").df,
     "dedup_by_sequence": lambda df: KStream(df).deduplicate_by_sequence(sequence()).df,
-    "tumbling_distinct": lambda df: KStream(df).group_by_key()
-    .windowed_by(TimeWindows.of_size_with_no_grace("10 seconds")).distinct().df,
+    "tumbling_distinct": lambda df: (
+        KStream(df).group_by_key().windowed_by(TimeWindows.of_size_with_no_grace("10 seconds")).distinct().df
+    ),
 }
 
 
@@ -131,32 +144,51 @@ def provenance(df: DataFrame) -> DataFrame:
     """Kafka sink rows: the record's key and value, and headers naming its input partition and
     offset, so the output topic can be checked record by record (replays included)."""
     return df.select(
-        "key", "value",
+        "key",
+        "value",
         F.array(
-            F.struct(F.lit("partition").alias("key"), F.col("partition").cast("string").cast("binary").alias("value")),
-            F.struct(F.lit("offset").alias("key"), F.col("offset").cast("string").cast("binary").alias("value")),
+            F.struct(
+                F.lit("partition").alias("key"),
+                F.col("partition").cast("string").cast("binary").alias("value"),
+            ),
+            F.struct(
+                F.lit("offset").alias("key"), F.col("offset").cast("string").cast("binary").alias("value")
+            ),
         ).alias("headers"),
     )
 
 
 def start_kafka_sink(df: DataFrame, bootstrap: str, topic: str, checkpoint: str, available_now=True):
-    writer = (provenance(df).writeStream.format("kafka")
-              .option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
-              .option("checkpointLocation", checkpoint))
+    writer = (
+        provenance(df)
+        .writeStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("checkpointLocation", checkpoint)
+    )
     return (writer.trigger(availableNow=True) if available_now else writer).start()
 
 
 def start_parquet_sink(df: DataFrame, path: str, checkpoint: str):
-    return (df.select("key", "value", "timestamp", "partition", "offset")
-            .writeStream.format("parquet").option("path", path)
-            .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    return (
+        df.select("key", "value", "timestamp", "partition", "offset")
+        .writeStream.format("parquet")
+        .option("path", path)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
 
 
 def parquet_rows(spark: SparkSession, path: str) -> list[tuple]:
     """(partition, offset, key, value) of every row, duplicates kept, sorted."""
     return sorted(
-        (r["partition"], r["offset"], None if r["key"] is None else bytes(r["key"]).decode(),
-         None if r["value"] is None else bytes(r["value"]).decode())
+        (
+            r["partition"],
+            r["offset"],
+            None if r["key"] is None else bytes(r["key"]).decode(),
+            None if r["value"] is None else bytes(r["value"]).decode(),
+        )
         for r in spark.read.parquet(path).collect()
     )
 
@@ -171,6 +203,12 @@ def output_provenance(records: Sequence[KafkaRecord]) -> list[tuple]:
     out = []
     for r in records:
         h = dict(r.headers)
-        out.append((int(h["partition"]), int(h["offset"]), None if r.key is None else r.key.decode(),
-                    None if r.value is None else r.value.decode()))
+        out.append(
+            (
+                int(h["partition"]),
+                int(h["offset"]),
+                None if r.key is None else r.key.decode(),
+                None if r.value is None else r.value.decode(),
+            )
+        )
     return sorted(out)

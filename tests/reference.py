@@ -1,7 +1,8 @@
 """A direct, slow transcription of SEMANTICS.md section 2, used as the oracle in tests."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def dedup_reference(records: Sequence, interval: float, scope: str = "partition", key=lambda r: r.key):

@@ -4,13 +4,14 @@ A record is written ``key@t`` in the spec; here ``Rec("a", 10)`` (t in seconds, 
 Streaming runs read JSON files with ``maxFilesPerTrigger=1``, so each file is one micro-batch, and
 write a Parquet sink (exactly-once) that the test reads back.
 """
+
 from __future__ import annotations
 
 import datetime as dt
 import json
 import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Optional, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
@@ -31,14 +32,14 @@ SCHEMA = T.StructType(
 
 @dataclass
 class Rec:
-    key: Optional[str]
-    t: Optional[float] = None  # seconds after BASE
+    key: str | None
+    t: float | None = None  # seconds after BASE
     partition: int = 0
-    offset: Optional[int] = None  # filled in arrival order per partition when None
-    value: Optional[str] = AUTO
-    ms: Optional[int] = None  # milliseconds after BASE, instead of t
+    offset: int | None = None  # filled in arrival order per partition when None
+    value: str | None = AUTO
+    ms: int | None = None  # milliseconds after BASE, instead of t
 
-    def timestamp(self) -> Optional[dt.datetime]:
+    def timestamp(self) -> dt.datetime | None:
         if self.ms is not None:
             return BASE + dt.timedelta(milliseconds=self.ms)
         if self.t is None:

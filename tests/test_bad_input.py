@@ -1,10 +1,10 @@
 """Bad input gets a clear error naming what is wrong; nothing is silently dropped."""
+
 from datetime import timedelta
 
 import pytest
-from pyspark.sql import functions as F
-
 from kstreams_spark import KStream, KStreamsError
+from pyspark.sql import functions as F
 from streams import SCHEMA, Rec, StreamRun, batch_df, with_offsets
 
 
@@ -14,7 +14,10 @@ def df(spark):
 
 
 def test_missing_key_column_lists_available_columns(spark, df):
-    with pytest.raises(KStreamsError, match=r"no key column 'user'.*available columns: key, value, timestamp, partition, offset"):
+    with pytest.raises(
+        KStreamsError,
+        match=r"no key column 'user'.*available columns: key, value, timestamp, partition, offset",
+    ):
         KStream(df, key="user").deduplicate_by_key("10 s")
 
 
@@ -30,7 +33,9 @@ def test_explicit_partition_column_must_exist(spark, df):
 
 def test_wrong_timestamp_type(spark, df):
     bad = df.withColumn("timestamp", F.col("timestamp").cast("string"))
-    with pytest.raises(KStreamsError, match="timestamp column 'timestamp' has type string; it must be a timestamp"):
+    with pytest.raises(
+        KStreamsError, match="timestamp column 'timestamp' has type string; it must be a timestamp"
+    ):
         KStream(bad).deduplicate_by_key("10 s")
 
 
@@ -42,7 +47,9 @@ def test_wrong_partition_type(spark, df):
 
 def test_map_key_is_refused(spark, df):
     bad = df.withColumn("key", F.create_map(F.lit("a"), F.lit(1)))
-    with pytest.raises(KStreamsError, match="key column 'key' has type map<string,int>, which cannot be a dedup key"):
+    with pytest.raises(
+        KStreamsError, match="key column 'key' has type map<string,int>, which cannot be a dedup key"
+    ):
         KStream(bad).deduplicate_by_key("10 s")
 
 
@@ -116,7 +123,10 @@ def test_session_without_rocksdb_says_what_to_set(spark, df):
         KStream(df2).deduplicate_by_key("10 s")
     msg = str(e.value)
     assert "need the RocksDB state store" in msg
-    assert "spark.sql.streaming.stateStore.providerClass=org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider" in msg
+    assert (
+        "spark.sql.streaming.stateStore.providerClass=org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+        in msg
+    )
     assert "configure_spark" in msg
 
 
@@ -171,4 +181,6 @@ def test_dataframe_of_a_stopped_session(tmp_path):
         "    print('KStreamsError:', e)\n"
     )
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180)
-    assert "KStreamsError: the DataFrame belongs to a SparkSession whose SparkContext is stopped" in out.stdout, out.stderr[-2000:]
+    assert (
+        "KStreamsError: the DataFrame belongs to a SparkSession whose SparkContext is stopped" in out.stdout
+    ), out.stderr[-2000:]

@@ -1,10 +1,9 @@
 """The console script, as a user runs it: a separate process with its own Spark session."""
+
 import json
 import os
 import subprocess
 import sys
-
-import pytest
 
 from streams import Rec, with_offsets
 
@@ -25,12 +24,31 @@ def test_demo_on_input_files(tmp_path):
     records = with_offsets([Rec("a", 1), Rec("a", 2), Rec("b", 3), Rec("a", 30)])
     with open(folder / "part-0.json", "w") as f:
         for r in records:
-            f.write(json.dumps({"user": r.key, "event_time": r.timestamp().isoformat(),
-                                "offset": r.offset}) + "\n")
+            f.write(
+                json.dumps({"user": r.key, "event_time": r.timestamp().isoformat(), "offset": r.offset})
+                + "\n"
+            )
     out = subprocess.run(
-        [SCRIPT, "demo", "--input", str(folder), "--key", "user", "--timestamp", "event_time",
-         "--interval", "10s", "--output", str(tmp_path / "out"), "--master", "local[1]"],
-        capture_output=True, text=True, timeout=300)
+        [
+            SCRIPT,
+            "demo",
+            "--input",
+            str(folder),
+            "--key",
+            "user",
+            "--timestamp",
+            "event_time",
+            "--interval",
+            "10s",
+            "--output",
+            str(tmp_path / "out"),
+            "--master",
+            "local[1]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "records in                         4" in out.stdout
     assert "forwarded                          3" in out.stdout
@@ -43,8 +61,10 @@ def test_demo_reports_a_bad_column_clearly(tmp_path):
     folder.mkdir()
     (folder / "part-0.json").write_text('{"k": "a", "timestamp": "2026-01-01T00:00:00Z"}\n')
     out = subprocess.run(
-        [SCRIPT, "demo", "--input", str(folder), "--output", str(tmp_path / "out"),
-         "--master", "local[1]"],
-        capture_output=True, text=True, timeout=300)
+        [SCRIPT, "demo", "--input", str(folder), "--output", str(tmp_path / "out"), "--master", "local[1]"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 2
     assert "error: no key column 'key' in the DataFrame; available columns: k, timestamp" in out.stderr

@@ -12,6 +12,7 @@ windowed distinct with RocksDB state and checkpoints on a shared folder, one fil
 Both prove the jar reached executors: each executor's work dir holds the fetched jar and its log
 shows finished tasks. Select with ``pytest -m cluster``.
 """
+
 from __future__ import annotations
 
 import glob
@@ -23,7 +24,6 @@ import time
 import zipfile
 
 import pytest
-
 from cluster import SPARK_HOME, StandaloneCluster, cluster_env, tail
 from kstreams_spark import jar_path
 from streams import Rec, _write_file, with_offsets
@@ -46,8 +46,11 @@ def input_records() -> list[list[Rec]]:
     is dropped only if the state written before the kill was reloaded from the checkpoint."""
     files, previous = [], []
     for b in range(FILES):
-        fresh = [Rec(f"k{(p * 3 + i) % 8}", b * 4 + i * 0.5, partition=p, value=f"b{b}p{p}i{i}")
-                 for p in range(4) for i in range(5)]
+        fresh = [
+            Rec(f"k{(p * 3 + i) % 8}", b * 4 + i * 0.5, partition=p, value=f"b{b}p{p}i{i}")
+            for p in range(4)
+            for i in range(5)
+        ]
         replays = [Rec(r.key, r.t, partition=r.partition, value=r.value) for r in previous[:6]]
         files.append(fresh + replays)
         previous = fresh
@@ -56,14 +59,24 @@ def input_records() -> list[list[Rec]]:
 
 
 def app_args(root: str, input_dir: str, files_per_batch: int = 1) -> list[str]:
-    return ["--input", input_dir, "--output", os.path.join(root, "out"),
-            "--checkpoint", os.path.join(root, "checkpoint"), "--files-per-batch", str(files_per_batch)]
+    return [
+        "--input",
+        input_dir,
+        "--output",
+        os.path.join(root, "out"),
+        "--checkpoint",
+        os.path.join(root, "checkpoint"),
+        "--files-per-batch",
+        str(files_per_batch),
+    ]
 
 
 def sink_rows(spark, root: str) -> dict[str, list[tuple]]:
     """Rows of both Parquet sinks (read through the sink's log: committed files only), sorted."""
-    return {name: sorted(tuple(r) for r in spark.read.parquet(os.path.join(root, "out", name)).collect())
-            for name in ("dedup", "windowed")}
+    return {
+        name: sorted(tuple(r) for r in spark.read.parquet(os.path.join(root, "out", name)).collect())
+        for name in ("dedup", "windowed")
+    }
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +113,9 @@ def run_driver(command: list[str], log: str, on_progress=None) -> dict:
     """Runs a driver process to its end (calling ``on_progress()`` while it runs); returns the
     app's JSON summary line."""
     with open(log, "w") as out:
-        driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=out, env=cluster_env(),
-                                  cwd=ROOT, text=True)
+        driver = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=out, env=cluster_env(), cwd=ROOT, text=True
+        )
         try:
             deadline = time.monotonic() + DRIVER_TIMEOUT_S
             while driver.poll() is None and time.monotonic() < deadline:
@@ -147,7 +161,9 @@ def committed(checkpoint: str) -> int:
     return len(glob.glob(os.path.join(checkpoint, "commits", "[0-9]*")))
 
 
-def test_python_driver_survives_losing_a_worker_mid_stream(spark, standalone, input_dir, local_result, tmp_path):
+def test_python_driver_survives_losing_a_worker_mid_stream(
+    spark, standalone, input_dir, local_result, tmp_path
+):
     standalone.ready()
     root = str(tmp_path)
     checkpoints = [os.path.join(root, "checkpoint", n) for n in ("dedup", "windowed")]
@@ -168,7 +184,8 @@ def test_python_driver_survives_losing_a_worker_mid_stream(spark, standalone, in
 
     summary = run_driver(
         [sys.executable, APP, "--master", standalone.url, "--min-executors", "2", *app_args(root, input_dir)],
-        os.path.join(root, "driver.log"), kill_a_worker_mid_stream,
+        os.path.join(root, "driver.log"),
+        kill_a_worker_mid_stream,
     )
 
     assert killed, "the queries ended before a worker could be killed"
@@ -190,12 +207,20 @@ def test_spark_submit_with_jars(spark, standalone, input_dir, local_result, tmp_
     with zipfile.ZipFile(other_jar, "w") as z:
         z.writestr("other.txt", "not a class")
     summary = run_driver(
-        [os.path.join(SPARK_HOME, "bin", "spark-submit"), "--master", standalone.url,
-         "--jars", f"{other_jar},{jar_path()}", APP, "--min-executors", "2", *app_args(root, input_dir, files_per_batch=FILES)],
+        [
+            os.path.join(SPARK_HOME, "bin", "spark-submit"),
+            "--master",
+            standalone.url,
+            "--jars",
+            f"{other_jar},{jar_path()}",
+            APP,
+            "--min-executors",
+            "2",
+            *app_args(root, input_dir, files_per_batch=FILES),
+        ],
         os.path.join(root, "driver.log"),
     )
     assert summary["batches_with_data"] == {"dedup": 1, "windowed": 1}
     assert sink_rows(spark, root) == local_result
     assert len(executors_that_ran_tasks(standalone, summary["application_id"])) == 2
     assert len(executors_that_ran_tasks(standalone, summary["application_id"], other_jar)) == 2
-

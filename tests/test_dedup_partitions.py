@@ -1,9 +1,9 @@
 """Spec sections 1 and 2 beyond the single-key table: per-partition stream time and state, the
 global store of `deduplicate`, null keys and ids, inputs without partition or offset columns."""
-import pytest
-from pyspark.sql import functions as F
 
+import pytest
 from kstreams_spark import KStream
+from pyspark.sql import functions as F
 from streams import Rec, forwarded, run_mode
 
 MODES = ["batch", "one_micro_batch", "split_restart"]
@@ -37,25 +37,42 @@ def test_deduplicate_is_global_across_partitions(spark, tmp_path, mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_null_keys_and_ids_are_forwarded_and_not_stored(spark, tmp_path, mode):
-    records = [Rec(None, 10, value="n1"), Rec(None, 10, value="n1"), Rec("a", 11, value="i1"),
-               Rec("a", 12, value="i1"), Rec("a", 12, value=None), Rec("a", 13, value=None)]
+    records = [
+        Rec(None, 10, value="n1"),
+        Rec(None, 10, value="n1"),
+        Rec("a", 11, value="i1"),
+        Rec("a", 12, value="i1"),
+        Rec("a", 12, value=None),
+        Rec("a", 13, value=None),
+    ]
     by_kv = lambda df: KStream(df).deduplicate_by_key_value("value", "10 s").df  # noqa: E731
     out = run_mode(spark, tmp_path, records, by_kv, mode)
     assert forwarded(out) == [(None, "n1"), (None, "n1"), ("a", "i1"), ("a", None), ("a", None)]
 
 
 def test_by_key_value_keys_on_key_and_id(spark, tmp_path):
-    records = [Rec("a", 10, value="e1"), Rec("a", 11, value="e2"), Rec("b", 12, value="e1"),
-               Rec("a", 13, value="e1")]
-    out = run_mode(spark, tmp_path, records,
-                   lambda df: KStream(df).deduplicate_by_key_value(F.col("value"), "10 s").df,
-                   "split_restart")
+    records = [
+        Rec("a", 10, value="e1"),
+        Rec("a", 11, value="e2"),
+        Rec("b", 12, value="e1"),
+        Rec("a", 13, value="e1"),
+    ]
+    out = run_mode(
+        spark,
+        tmp_path,
+        records,
+        lambda df: KStream(df).deduplicate_by_key_value(F.col("value"), "10 s").df,
+        "split_restart",
+    )
     assert forwarded(out) == [("a", "e1"), ("a", "e2"), ("b", "e1")]
 
 
 def test_deduplicate_by_json_field_of_the_value(spark, tmp_path):
-    records = [Rec("k1", 10, value='{"id": 1}'), Rec("k2", 11, value='{"id": 1}'),
-               Rec("k3", 12, value='{"id": 2}')]
+    records = [
+        Rec("k1", 10, value='{"id": 1}'),
+        Rec("k2", 11, value='{"id": 1}'),
+        Rec("k3", 12, value='{"id": 2}'),
+    ]
     op = lambda df: KStream(df).deduplicate(F.get_json_object("value", "$.id"), "1 minute").df  # noqa
     out = run_mode(spark, tmp_path, records, op, "one_micro_batch")
     assert [k for k, _ in forwarded(out)] == ["k1", "k3"]
@@ -87,8 +104,13 @@ def test_custom_column_names(spark):
 def test_output_keeps_input_columns_and_types(spark, tmp_path):
     from streams import SCHEMA
 
-    out = run_mode(spark, tmp_path, [Rec("a", 1), Rec("a", 2)],
-                   lambda df: KStream(df).deduplicate_by_key("1 s").df, "one_micro_batch")
+    out = run_mode(
+        spark,
+        tmp_path,
+        [Rec("a", 1), Rec("a", 2)],
+        lambda df: KStream(df).deduplicate_by_key("1 s").df,
+        "one_micro_batch",
+    )
     assert [(f.name, f.dataType) for f in out.schema] == [(f.name, f.dataType) for f in SCHEMA]
 
 
@@ -104,7 +126,7 @@ def test_many_keys_many_partitions_match_a_reference_model(spark, tmp_path):
     records = []
     for p in range(3):
         t = 1000.0
-        for i in range(120):
+        for _ in range(120):
             t += rng.choice([0.5, 1, 2, -3, 4])
             records.append(Rec(f"k{rng.randrange(15)}", round(t, 1), partition=p))
     # producer retry: partition 1 replays its last 20 records at new offsets
@@ -115,7 +137,7 @@ def test_many_keys_many_partitions_match_a_reference_model(spark, tmp_path):
     expected = dedup_reference(records, interval=5.0, scope="partition")
 
     run = StreamRun(spark, str(tmp_path), lambda df: KStream(df).deduplicate_by_key("5 s").df)
-    chunks = [records[i:i + 90] for i in range(0, len(records), 90)]
+    chunks = [records[i : i + 90] for i in range(0, len(records), 90)]
     for c in chunks[:2]:
         run.add_batch(c)
     run.run()
@@ -138,8 +160,10 @@ def test_restart_with_a_different_shuffle_partition_count(spark, tmp_path):
     run.run()
     spark.conf.set("spark.sql.shuffle.partitions", "5")
     try:
-        run.add_batch([Rec("a", 12, partition=p, offset=2) for p in range(4)]
-                      + [Rec("b", 12, partition=p, offset=1) for p in range(4)])
+        run.add_batch(
+            [Rec("a", 12, partition=p, offset=2) for p in range(4)]
+            + [Rec("b", 12, partition=p, offset=1) for p in range(4)]
+        )
         run.run()
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", "2")

@@ -1,9 +1,9 @@
 """Every example of SEMANTICS.md section 2, for all three dedup operators, as a batch DataFrame,
 in one micro-batch, one micro-batch per record, and through a restart from the checkpoint."""
-import pytest
-from pyspark.sql import functions as F
 
+import pytest
 from kstreams_spark import KStream
+from pyspark.sql import functions as F
 from streams import MODES, Rec, forwarded, run_mode
 
 T0 = 100  # "t" in the spec's examples

@@ -3,14 +3,13 @@ on change (KIP-557), with the test vectors of the DSL issue, as a batch DataFram
 micro-batch, one micro-batch per record, and through a restart.
 
 Two-input operators read one source: partition 0 is the left input, partition 1 the right."""
+
 import datetime as dt
 
 import pytest
-from pyspark.sql import functions as F
-
 from kstreams_spark import JoinWindows, KStream, KStreamsError, TimeWindows, operator_metrics
-from streams import BASE, MODES, Rec, StreamRun, batch_df, run_mode, with_offsets
-
+from pyspark.sql import functions as F
+from streams import BASE, Rec, StreamRun, batch_df, run_mode, with_offsets
 
 # "split" (one micro-batch per record) is covered by "split_restart", which also restarts
 DSL_MODES = ("batch", "one_micro_batch", "split_restart")
@@ -73,19 +72,33 @@ def test_map_flat_map_filter_not_merge_split(spark):
     df = batch_df(spark, with_offsets(STATELESS))
     ks = KStream(df)
     assert table_rows(ks.map(lambda k, v: (v, k)).df, "value") == [
-        ("w", None, 9), ("x y", "a", 5), ("z", "b", 3)]
-    pairs = ks.flat_map(lambda k, v: F.array(
-        F.struct(k.alias("key"), v.alias("value")), F.struct(v.alias("key"), k.alias("value"))))
+        ("w", None, 9),
+        ("x y", "a", 5),
+        ("z", "b", 3),
+    ]
+    pairs = ks.flat_map(
+        lambda k, v: F.array(
+            F.struct(k.alias("key"), v.alias("value")), F.struct(v.alias("key"), k.alias("value"))
+        )
+    )
     assert len(pairs.df.collect()) == 6
     assert table_rows(ks.filter_not(F.col("key") == "a").df, "value") == [
-        (None, "w", 9), ("b", "z", 3)]  # a null predicate counts as false, so filter_not keeps it
+        (None, "w", 9),
+        ("b", "z", 3),
+    ]  # a null predicate counts as false, so filter_not keeps it
     merged = ks.filter(F.col("key") == "a").merge(ks.filter(F.col("key") == "b"))
     assert table_rows(merged.df, "value") == [("a", "x y", 5), ("b", "z", 3)]
-    branches = ks.split().branch(F.col("key") == "a", "a").branch(lambda k, v: v.contains("z"), "z") \
+    branches = (
+        ks.split()
+        .branch(F.col("key") == "a", "a")
+        .branch(lambda k, v: v.contains("z"), "z")
         .default_branch("rest")
+    )
     assert {n: table_rows(b.df, "value") for n, b in branches.items()} == {
-        "a": [("a", "x y", 5)], "z": [("b", "z", 3)], "rest": [(None, "w", 9)]}
-
+        "a": [("a", "x y", 5)],
+        "z": [("b", "z", 3)],
+        "rest": [(None, "w", 9)],
+    }
 
 
 def test_peek_calls_the_action_once_per_record(spark, tmp_path):
@@ -105,10 +118,25 @@ def test_to_kafka_records(spark):
     writer = KStream(df).to("out-topic", **{"kafka.bootstrap.servers": "127.0.0.1:1"})
     records = KStream(df)._api.kafkaRecords(KStream(df)._jks, "out-topic")
     from pyspark.sql import DataFrame
+
     rows = DataFrame(records, spark).collect()
-    assert sorted((r.key, r.value, r.topic, r.headers[0].key, r.headers[0].value.decode()) for r in rows if r.key) == [
-        ("a", "x y", "out-topic", "kstreams.timestamp", str(int((at(5) - dt.datetime(1970, 1, 1)).total_seconds() * 1000))),
-        ("b", "z", "out-topic", "kstreams.timestamp", str(int((at(3) - dt.datetime(1970, 1, 1)).total_seconds() * 1000))),
+    assert sorted(
+        (r.key, r.value, r.topic, r.headers[0].key, r.headers[0].value.decode()) for r in rows if r.key
+    ) == [
+        (
+            "a",
+            "x y",
+            "out-topic",
+            "kstreams.timestamp",
+            str(int((at(5) - dt.datetime(1970, 1, 1)).total_seconds() * 1000)),
+        ),
+        (
+            "b",
+            "z",
+            "out-topic",
+            "kstreams.timestamp",
+            str(int((at(3) - dt.datetime(1970, 1, 1)).total_seconds() * 1000)),
+        ),
     ]
     assert writer is not None
 
@@ -122,28 +150,44 @@ AGG = [Rec("1", ms=5, value="a"), Rec("1", ms=3, value="b"), Rec("1", ms=10, val
 def test_count_and_reduce_timestamps(spark, tmp_path, mode):
     out = run_mode(spark, tmp_path / "count", AGG, lambda df: KStream(df).group_by_key().count().df, mode)
     assert table_rows(out, "value") == [("1", 1, 5), ("1", 2, 5), ("1", 3, 10)]
-    out = run_mode(spark, tmp_path / "reduce", AGG,
-                   lambda df: KStream(df).group_by_key().reduce(lambda agg, v: F.concat(agg, v)).df, mode)
+    out = run_mode(
+        spark,
+        tmp_path / "reduce",
+        AGG,
+        lambda df: KStream(df).group_by_key().reduce(lambda agg, v: F.concat(agg, v)).df,
+        mode,
+    )
     assert table_rows(out, "value") == [("1", "a", 5), ("1", "ab", 5), ("1", "abc", 10)]
 
 
 def test_aggregate_keeps_initializer_type_and_skips_nulls(spark, tmp_path):
     records = AGG + [Rec(None, ms=11, value="d"), Rec("1", ms=12, value=None)]
-    run = StreamRun(spark, str(tmp_path),
-                    lambda df: KStream(df).group_by_key()
-                    .aggregate(F.lit(0), lambda agg, v: agg + F.length(v)).df)
+    run = StreamRun(
+        spark,
+        str(tmp_path),
+        lambda df: KStream(df).group_by_key().aggregate(F.lit(0), lambda agg, v: agg + F.length(v)).df,
+    )
     run.add_batch(with_offsets(records))
     run.run()
     assert table_rows(run.output(), "value") == [("1", 1, 5), ("1", 2, 5), ("1", 3, 10)]
     assert operator_metrics(run.progress)["kstreams_aggregate"] == {
-        "forwarded": 3, "null_keys_dropped": 1, "null_values_dropped": 1,
-        "null_timestamps_skipped": 0, "late_dropped": 0, "idempotent-updates-dropped": 0}
+        "forwarded": 3,
+        "null_keys_dropped": 1,
+        "null_values_dropped": 1,
+        "null_timestamps_skipped": 0,
+        "late_dropped": 0,
+        "idempotent-updates-dropped": 0,
+    }
 
 
 def test_reduce_drops_idempotent_updates(spark):
     records = [Rec("k", ms=1, value="x"), Rec("k", ms=2, value="x"), Rec("k", ms=3, value="y")]
-    out = KStream(batch_df(spark, with_offsets(records))).group_by_key() \
-        .reduce(lambda agg, v: F.greatest(agg, v)).df
+    out = (
+        KStream(batch_df(spark, with_offsets(records)))
+        .group_by_key()
+        .reduce(lambda agg, v: F.greatest(agg, v))
+        .df
+    )
     assert table_rows(out, "value") == [("k", "x", 1), ("k", "y", 3)]
 
 
@@ -153,16 +197,18 @@ WINDOWED = [Rec("k", ms=t) for t in (1, 2, 5, 8, 3)]
 @pytest.mark.parametrize("mode", DSL_MODES)
 def test_windowed_count_timestamp_is_max_in_window(spark, tmp_path, mode):
     windows = TimeWindows.of_size_with_no_grace("10 milliseconds")
-    out = run_mode(spark, tmp_path, WINDOWED,
-                   lambda df: KStream(df).group_by_key().windowed_by(windows).count().df, mode)
+    out = run_mode(
+        spark, tmp_path, WINDOWED, lambda df: KStream(df).group_by_key().windowed_by(windows).count().df, mode
+    )
     assert table_rows(out, "value") == [("k", 1, 1), ("k", 2, 2), ("k", 3, 5), ("k", 4, 8), ("k", 5, 8)]
     assert {(r.window.start, r.window.end) for r in out.collect()} == {(at(0), at(10))}
 
 
 def test_windowed_count_drops_records_of_closed_windows(spark, tmp_path):
     windows = TimeWindows.of_size_and_grace("10 milliseconds", "5 milliseconds")
-    run = StreamRun(spark, str(tmp_path),
-                    lambda df: KStream(df).group_by_key().windowed_by(windows).count().df)
+    run = StreamRun(
+        spark, str(tmp_path), lambda df: KStream(df).group_by_key().windowed_by(windows).count().df
+    )
     for r in with_offsets([Rec("k", ms=1), Rec("k", ms=14), Rec("k", ms=2), Rec("k", ms=15), Rec("k", ms=3)]):
         run.add_batch([r])
     run.run()
@@ -173,15 +219,26 @@ def test_windowed_count_drops_records_of_closed_windows(spark, tmp_path):
 
 # ---- stream-stream join: timestamp = max(t1, t2) (KIP-259) ----
 
+
 def join_records():
     left = [Rec(str(i), ms=1000 + i, partition=0, value=f"B{i}") for i in range(4)]
-    right = [Rec(str(i), ms=ms, partition=1, value=f"{p}{i}")
-             for p, ms in (("h", 900), ("i", 901), ("b", 1100)) for i in range(4)]
+    right = [
+        Rec(str(i), ms=ms, partition=1, value=f"{p}{i}")
+        for p, ms in (("h", 900), ("i", 901), ("b", 1100))
+        for i in range(4)
+    ]
     return left + right
 
 
-JOINED = [("0", "B0+b0", 1100), ("0", "B0+h0", 1000), ("0", "B0+i0", 1000), ("1", "B1+b1", 1100),
-          ("1", "B1+i1", 1001), ("2", "B2+b2", 1100), ("3", "B3+b3", 1100)]
+JOINED = [
+    ("0", "B0+b0", 1100),
+    ("0", "B0+h0", 1000),
+    ("0", "B0+i0", 1000),
+    ("1", "B1+b1", 1100),
+    ("1", "B1+i1", 1001),
+    ("2", "B2+b2", 1100),
+    ("3", "B3+b3", 1100),
+]
 
 
 @pytest.mark.parametrize("mode", DSL_MODES)
@@ -200,15 +257,20 @@ def test_stream_stream_join_vector(spark, tmp_path, mode):
 @pytest.mark.parametrize("mode", ["batch", "split"])
 def test_left_and_outer_join_emit_unmatched_when_window_closes(spark, tmp_path, mode):
     windows = JoinWindows.of_time_difference_with_no_grace("100 milliseconds")
-    records = [Rec("a", ms=0, partition=0, value="L1"), Rec("a", ms=50, partition=1, value="R1"),
-               Rec("b", ms=60, partition=0, value="L2"), Rec("c", ms=70, partition=1, value="R2"),
-               Rec("z", ms=500, partition=0, value="L3"),  # moves the watermark past the others
-               Rec("y", ms=501, partition=1, value="R3")]  # a batch after that fires the timers
+    records = [
+        Rec("a", ms=0, partition=0, value="L1"),
+        Rec("a", ms=50, partition=1, value="R1"),
+        Rec("b", ms=60, partition=0, value="L2"),
+        Rec("c", ms=70, partition=1, value="R2"),
+        Rec("z", ms=500, partition=0, value="L3"),  # moves the watermark past the others
+        Rec("y", ms=501, partition=1, value="R3"),
+    ]  # a batch after that fires the timers
 
     def op(kind):
         def run(df):
             left, right = sides(df)
             return getattr(left, kind)(right, concat_joiner, windows).df
+
         return run
 
     left = run_mode(spark, tmp_path / "left", records, op("left_join"), mode)
@@ -224,9 +286,14 @@ def test_left_and_outer_join_emit_unmatched_when_window_closes(spark, tmp_path, 
 
 # ---- table-table join: timestamp = max of the two current rows ----
 
-TABLE_JOIN_SPLIT = [Rec("0", ms=5, partition=0, value="X0"), Rec("1", ms=6, partition=0, value="X1"),
-                    Rec("0", ms=0, partition=1, value="Y0"), Rec("1", ms=10, partition=1, value="Y1"),
-                    Rec("0", ms=7, partition=0, value="XX0"), Rec("1", ms=7, partition=0, value="XX1")]
+TABLE_JOIN_SPLIT = [
+    Rec("0", ms=5, partition=0, value="X0"),
+    Rec("1", ms=6, partition=0, value="X1"),
+    Rec("0", ms=0, partition=1, value="Y0"),
+    Rec("1", ms=10, partition=1, value="Y1"),
+    Rec("0", ms=7, partition=0, value="XX0"),
+    Rec("1", ms=7, partition=0, value="XX1"),
+]
 
 
 def table_join(df):
@@ -238,7 +305,11 @@ def table_join(df):
 def test_table_table_join_vector(spark, tmp_path, mode):
     out = run_mode(spark, tmp_path, TABLE_JOIN_SPLIT, table_join, mode)
     assert table_rows(out, "value") == [
-        ("0", "X0+Y0", 5), ("0", "XX0+Y0", 7), ("1", "X1+Y1", 10), ("1", "XX1+Y1", 10)]
+        ("0", "X0+Y0", 5),
+        ("0", "XX0+Y0", 7),
+        ("1", "X1+Y1", 10),
+        ("1", "XX1+Y1", 10),
+    ]
 
 
 @pytest.mark.parametrize("mode", ["batch", "one_micro_batch"])
@@ -250,8 +321,11 @@ def test_table_table_join_in_one_micro_batch_merges_sides_by_timestamp(spark, tm
 
 @pytest.mark.parametrize("mode", ["one_micro_batch", "split", "split_restart"])
 def test_table_join_delete_gives_tombstone_at_max(spark, tmp_path, mode):
-    records = [Rec("0", ms=6, partition=0, value="X0"), Rec("0", ms=0, partition=1, value="Y0"),
-               Rec("0", ms=5, partition=1, value=None)]
+    records = [
+        Rec("0", ms=6, partition=0, value="X0"),
+        Rec("0", ms=0, partition=1, value="Y0"),
+        Rec("0", ms=5, partition=1, value=None),
+    ]
     out = run_mode(spark, tmp_path, records, table_join, mode)
     if mode == "one_micro_batch":  # merged by timestamp, the delete@5 comes before X0@6: no row
         assert table_rows(out, "value") == []
@@ -260,19 +334,36 @@ def test_table_join_delete_gives_tombstone_at_max(spark, tmp_path, mode):
 
 
 def test_table_left_and_outer_join(spark):
-    records = with_offsets([Rec("0", ms=1, partition=0, value="X0"), Rec("1", ms=2, partition=1, value="Y1"),
-                            Rec("0", ms=3, partition=1, value="Y0"), Rec("1", ms=4, partition=1, value=None)])
+    records = with_offsets(
+        [
+            Rec("0", ms=1, partition=0, value="X0"),
+            Rec("1", ms=2, partition=1, value="Y1"),
+            Rec("0", ms=3, partition=1, value="Y0"),
+            Rec("1", ms=4, partition=1, value=None),
+        ]
+    )
     left, right = sides(batch_df(spark, records))
     assert table_rows(left.to_table().left_join(right.to_table(), concat_joiner).df, "value") == [
-        ("0", "X0", 1), ("0", "X0+Y0", 3)]
+        ("0", "X0", 1),
+        ("0", "X0+Y0", 3),
+    ]
     assert table_rows(left.to_table().outer_join(right.to_table(), concat_joiner).df, "value") == [
-        ("0", "X0", 1), ("0", "X0+Y0", 3), ("1", None, 4), ("1", "Y1", 2)]
+        ("0", "X0", 1),
+        ("0", "X0+Y0", 3),
+        ("1", None, 4),
+        ("1", "Y1", 2),
+    ]
 
 
 # ---- emit on change (KIP-557) ----
 
-EMIT = [Rec("A", ms=10, value="1"), Rec("B", ms=11, value="2"), Rec("A", ms=12, value="1"),
-        Rec("B", ms=13, value="3"), Rec("A", ms=9, value="1")]
+EMIT = [
+    Rec("A", ms=10, value="1"),
+    Rec("B", ms=11, value="2"),
+    Rec("A", ms=12, value="1"),
+    Rec("B", ms=13, value="3"),
+    Rec("A", ms=9, value="1"),
+]
 
 
 @pytest.mark.parametrize("mode", DSL_MODES)
@@ -296,27 +387,42 @@ def test_emit_on_change_metric_total_and_rate(spark, tmp_path):
 
 # ---- results carry the watermark: event-time operators can follow in the same query ----
 
+
 def test_dedup_and_windowed_distinct_follow_a_join_and_an_aggregation(spark, tmp_path):
     windows = JoinWindows.of_time_difference_with_no_grace("100 milliseconds")
 
     def op(df):
         left, right = sides(df)
-        joined = left.join(right, lambda l, r: F.lit("same"), windows)
+        joined = left.join(right, lambda _left, _right: F.lit("same"), windows)
         return joined.deduplicate_by_key("1 second").df
 
     out = run_mode(spark, tmp_path / "join", join_records(), op, "one_micro_batch")
-    assert table_rows(out, "value") == [("0", "same", 1000), ("1", "same", 1001), ("2", "same", 1100),
-                                        ("3", "same", 1100)]
+    assert table_rows(out, "value") == [
+        ("0", "same", 1000),
+        ("1", "same", 1001),
+        ("2", "same", 1100),
+        ("3", "same", 1100),
+    ]
 
     def counted(df):
         counts = KStream(df).group_by_key().count().to_stream()
-        return counts.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace("10 milliseconds")) \
-            .distinct().df
+        return (
+            counts.group_by_key()
+            .windowed_by(TimeWindows.of_size_with_no_grace("10 milliseconds"))
+            .distinct()
+            .df
+        )
 
     out = run_mode(spark, tmp_path / "agg", WINDOWED, counted, "split")
     assert table_rows(out, "value") == [("k", 1, 1)]
-    assert KStream(df := batch_df(spark, with_offsets(WINDOWED))).group_by_key().count().df.schema[
-        "timestamp"].metadata == {}
+    assert (
+        KStream(batch_df(spark, with_offsets(WINDOWED)))
+        .group_by_key()
+        .count()
+        .df.schema["timestamp"]
+        .metadata
+        == {}
+    )
 
 
 def test_spark_window_aggregation_follows_a_join(spark, tmp_path):
@@ -339,6 +445,7 @@ def test_spark_window_aggregation_follows_a_join(spark, tmp_path):
 
 
 # ---- bad input ----
+
 
 def test_adder_that_does_not_resolve_names_the_problem(spark):
     ks = KStream(batch_df(spark, with_offsets(AGG)))
@@ -375,7 +482,7 @@ def test_emit_on_change_loses_nothing_when_the_query_dies_after_the_state_write(
     run = StreamRun(spark, str(root), lambda df: df)
     start = 0
     for batch in batches:
-        run.add_batch(offsets[start:start + len(batch)])
+        run.add_batch(offsets[start : start + len(batch)])
         start += len(batch)
     crash = {"batch": 1, "rows": None}
 
@@ -385,12 +492,19 @@ def test_emit_on_change_loses_nothing_when_the_query_dies_after_the_state_write(
             crash["rows"] = rows
             raise RuntimeError("killed between the state write and the sink commit")
         spark.createDataFrame(rows, batch_df.schema).write.mode("overwrite").parquet(
-            str(root / "out" / f"batch={batch_id}"))
+            str(root / "out" / f"batch={batch_id}")
+        )
 
     def start_query():
         source = spark.readStream.schema(run.schema).option("maxFilesPerTrigger", 1).json(str(root / "in"))
-        return (KStream(source).to_table().df.writeStream.foreachBatch(sink)
-                .option("checkpointLocation", str(root / "checkpoint")).trigger(availableNow=True).start())
+        return (
+            KStream(source)
+            .to_table()
+            .df.writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(root / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
 
     query = start_query()
     with pytest.raises(Exception, match="killed between the state write and the sink commit"):
@@ -421,43 +535,68 @@ def test_session_windowed_count_merges_sessions_with_tombstones(spark, tmp_path,
     from kstreams_spark import SessionWindows
 
     windows = SessionWindows.of_inactivity_gap_and_grace("10 milliseconds", "20 milliseconds")
-    out = run_mode(spark, tmp_path, SESSIONS,
-                   lambda df: KStream(df).group_by_key().windowed_by(windows).count().df, mode)
+    out = run_mode(
+        spark, tmp_path, SESSIONS, lambda df: KStream(df).group_by_key().windowed_by(windows).count().df, mode
+    )
     got = Rows(
-        (r.value, (r.window.start - at(0)) // dt.timedelta(milliseconds=1),
-         (r.window.end - at(0)) // dt.timedelta(milliseconds=1),
-         (r.timestamp - at(0)) // dt.timedelta(milliseconds=1))
-        for r in out.collect())
+        (
+            r.value,
+            (r.window.start - at(0)) // dt.timedelta(milliseconds=1),
+            (r.window.end - at(0)) // dt.timedelta(milliseconds=1),
+            (r.timestamp - at(0)) // dt.timedelta(milliseconds=1),
+        )
+        for r in out.collect()
+    )
     # as Kafka Streams 4.3: a merged-away session's tombstone carries that session's own end
-    assert got == [(1, 0, 0, 0), (None, 0, 0, 0), (2, 0, 5, 5), (1, 30, 30, 30), (None, 0, 5, 5),
-                   (3, 0, 12, 12), (None, 0, 12, 12), (None, 30, 30, 30), (5, 0, 30, 30)]
+    assert got == [
+        (1, 0, 0, 0),
+        (None, 0, 0, 0),
+        (2, 0, 5, 5),
+        (1, 30, 30, 30),
+        (None, 0, 5, 5),
+        (3, 0, 12, 12),
+        (None, 0, 12, 12),
+        (None, 30, 30, 30),
+        (5, 0, 30, 30),
+    ]
 
 
 def test_session_windowed_count_drops_a_record_whose_session_closed(spark, tmp_path):
     from kstreams_spark import SessionWindows
 
     windows = SessionWindows.of_inactivity_gap_with_no_grace("10 milliseconds")
-    run = StreamRun(spark, str(tmp_path), lambda df: KStream(df).group_by_key().windowed_by(windows).count().df)
+    run = StreamRun(
+        spark, str(tmp_path), lambda df: KStream(df).group_by_key().windowed_by(windows).count().df
+    )
     for r in with_offsets(SESSIONS):
         run.add_batch([r])
     run.run()
     # at watermark 30, 12 would extend [0,5] to [0,12], closed since 12 + gap < 30: late; 21 joins
     # [30,30]
-    assert Rows((r.value, (r.timestamp - at(0)) // dt.timedelta(milliseconds=1)) for r in run.output().collect()) == [
-        (1, 0), (None, 0), (2, 5), (1, 30), (None, 30), (2, 30)]
+    assert Rows(
+        (r.value, (r.timestamp - at(0)) // dt.timedelta(milliseconds=1)) for r in run.output().collect()
+    ) == [(1, 0), (None, 0), (2, 5), (1, 30), (None, 30), (2, 30)]
     assert operator_metrics(run.progress)["kstreams_count_session_windowed"]["late_dropped"] == 1
 
 
 def test_session_windowed_aggregate_needs_a_merger(spark):
     from kstreams_spark import SessionWindows
 
-    grouped = KStream(batch_df(spark, with_offsets(SESSIONS))).group_by_key() \
+    grouped = (
+        KStream(batch_df(spark, with_offsets(SESSIONS)))
+        .group_by_key()
         .windowed_by(SessionWindows.of_inactivity_gap_with_no_grace("10 milliseconds"))
+    )
     with pytest.raises(KStreamsError, match="needs a merger"):
         grouped.aggregate(F.lit(""), lambda agg, v: F.concat(agg, v))
     joined = grouped.aggregate(F.lit(""), lambda agg, v: F.concat(agg, v), lambda a, b: F.concat(a, b))
-    by_window = {((r.window.start - at(0)) // dt.timedelta(milliseconds=1),
-                  (r.window.end - at(0)) // dt.timedelta(milliseconds=1)): r.value
-                 for r in joined.df.collect() if r.value is not None}
+    by_window = {
+        (
+            (r.window.start - at(0)) // dt.timedelta(milliseconds=1),
+            (r.window.end - at(0)) // dt.timedelta(milliseconds=1),
+        ): r.value
+        for r in joined.df.collect()
+        if r.value is not None
+    }
     # [0,12] ("0512") and [30,30] ("30") merge in start order, then 21 is added
     assert by_window[(0, 30)] == "05123021"

@@ -1,15 +1,23 @@
 """End to end on a real Kafka broker: an at-least-once producer writes a 4-partition topic, Spark
 reads it with the bundled connector, an operator runs, and both a Kafka output topic and a Parquet
 sink hold exactly what the spec gives for the records read back from the input topic."""
-import os
 
 import pytest
-
 from kafka_broker import produce, read_topic, topic_sizes
 from kafka_streams import (
-    OPERATORS, PARTITIONS, as_inputs, at_least_once_records, expected_by_sequence,
-    expected_dedup_by_key, expected_tumbling_distinct, kafka_source, output_provenance,
-    parquet_rows, rows_of, start_kafka_sink, start_parquet_sink,
+    OPERATORS,
+    PARTITIONS,
+    as_inputs,
+    at_least_once_records,
+    expected_by_sequence,
+    expected_dedup_by_key,
+    expected_tumbling_distinct,
+    kafka_source,
+    output_provenance,
+    parquet_rows,
+    rows_of,
+    start_kafka_sink,
+    start_parquet_sink,
 )
 from kstreams_spark import operator_metrics
 
@@ -44,10 +52,17 @@ def test_topic_to_topic_and_parquet(spark, kafka, input_topic, tmp_path, operato
     out_topic = kafka.create_topic(f"e2e-out-{operator.replace('_', '-')}", PARTITIONS)
     op = OPERATORS[operator]
     # two queries, as a user runs them: one per sink, each with its own checkpoint
-    to_kafka = start_kafka_sink(op(kafka_source(spark, kafka.bootstrap, topic, 150)),
-                                kafka.bootstrap, out_topic, str(tmp_path / "ck-kafka"))
-    to_parquet = start_parquet_sink(op(kafka_source(spark, kafka.bootstrap, topic, 150)),
-                                    str(tmp_path / "out"), str(tmp_path / "ck-parquet"))
+    to_kafka = start_kafka_sink(
+        op(kafka_source(spark, kafka.bootstrap, topic, 150)),
+        kafka.bootstrap,
+        out_topic,
+        str(tmp_path / "ck-kafka"),
+    )
+    to_parquet = start_parquet_sink(
+        op(kafka_source(spark, kafka.bootstrap, topic, 150)),
+        str(tmp_path / "out"),
+        str(tmp_path / "ck-parquet"),
+    )
     to_kafka.awaitTermination()
     to_parquet.awaitTermination()
 

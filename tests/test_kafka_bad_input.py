@@ -2,15 +2,15 @@
 far in the future, and a value the id expression cannot parse. Nothing crashes, nothing is
 silently lost: every record is forwarded, dropped and counted by the spec's rules, or the query
 stops with an error that names the bad value."""
+
 import json
 
 import pytest
-from pyspark.errors import StreamingQueryException
-from pyspark.sql import functions as F
-
 from kafka_broker import produce, read_topic
 from kafka_streams import BASE_MS, as_inputs, kafka_source, parquet_rows, rows_of, start_parquet_sink
 from kstreams_spark import KStream, operator_metrics
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import functions as F
 from reference import dedup_reference
 
 FAR_PAST_MS = 1  # 1970-01-01T00:00:00.001Z
@@ -59,8 +59,9 @@ def json_id():
 
 def run(spark, kafka, topic, op, root):
     # 3 records per micro-batch: the far-future record's watermark acts on later micro-batches
-    query = start_parquet_sink(op(kafka_source(spark, kafka.bootstrap, topic, 3)),
-                               str(root / "out"), str(root / "ck"))
+    query = start_parquet_sink(
+        op(kafka_source(spark, kafka.bootstrap, topic, 3)), str(root / "out"), str(root / "ck")
+    )
     query.awaitTermination()
     return query
 
@@ -74,9 +75,14 @@ def test_bad_records_follow_the_spec(spark, kafka, bad_topic, tmp_path, operator
     else:  # an unparsable value gives a null id: the record passes, as rule 1 says
         op = lambda df: KStream(df).deduplicate_by_key_value(json_id(), "10 seconds").df  # noqa: E731
         expected = dedup_reference(
-            records, 10_000,
-            key=lambda r: None if r.key is None or r.value is None or not r.value.startswith("{")
-            else (r.key, json.loads(r.value)["id"]))
+            records,
+            10_000,
+            key=lambda r: (
+                None
+                if r.key is None or r.value is None or not r.value.startswith("{")
+                else (r.key, json.loads(r.value)["id"])
+            ),
+        )
     query = run(spark, kafka, topic, op, tmp_path)
     got = parquet_rows(spark, str(tmp_path / "out"))
     # Nothing lost. One duplicate more than the spec gives: the far-future record on partition 1

@@ -1,4 +1,5 @@
 """``kstreams-spark dedup`` on a real broker, as a user runs it: a separate process."""
+
 import json
 import os
 import subprocess
@@ -20,12 +21,35 @@ def test_dedup_a_topic_into_another(kafka, tmp_path):
     assert len(expected) == 4 * 50  # one per event: every repeat is the producer's
 
     out = subprocess.run(
-        [SCRIPT, "dedup", "--bootstrap-servers", kafka.bootstrap, "--topic", topic,
-         "--output-topic", out_topic, "--checkpoint", str(tmp_path / "ck"), "--by", "key-value",
-         "--id", "get_json_object(cast(value as string), '$.id')", "--interval", "10s",
-         "--available-now", "--max-offsets-per-trigger", "120", "--shuffle-partitions", "2",
-         "--master", "local[2]"],
-        capture_output=True, text=True, timeout=600)
+        [
+            SCRIPT,
+            "dedup",
+            "--bootstrap-servers",
+            kafka.bootstrap,
+            "--topic",
+            topic,
+            "--output-topic",
+            out_topic,
+            "--checkpoint",
+            str(tmp_path / "ck"),
+            "--by",
+            "key-value",
+            "--id",
+            "get_json_object(cast(value as string), '$.id')",
+            "--interval",
+            "10s",
+            "--available-now",
+            "--max-offsets-per-trigger",
+            "120",
+            "--shuffle-partitions",
+            "2",
+            "--master",
+            "local[2]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert f"deduplicating {topic} -> {out_topic} by key-value within 10s" in out.stdout
     assert "  batch   1:" in out.stdout  # progress, one line per micro-batch
@@ -40,13 +64,31 @@ def test_dedup_a_topic_into_another(kafka, tmp_path):
 
 def test_dedup_arguments_are_checked_before_anything_starts(tmp_path):
     out = subprocess.run(
-        [SCRIPT, "dedup", "--bootstrap-servers", "127.0.0.1:1", "--topic", "t", "--output-topic", "o",
-         "--checkpoint", str(tmp_path / "ck"), "--by", "sequence"],
-        capture_output=True, text=True, timeout=60)
+        [
+            SCRIPT,
+            "dedup",
+            "--bootstrap-servers",
+            "127.0.0.1:1",
+            "--topic",
+            "t",
+            "--output-topic",
+            "o",
+            "--checkpoint",
+            str(tmp_path / "ck"),
+            "--by",
+            "sequence",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2
     assert "error: --by sequence needs --id EXPR (the sequence number)" in out.stderr
     out = subprocess.run(
         [SCRIPT, "dedup", "--topic", "t", "--output-topic", "o", "--checkpoint", str(tmp_path)],
-        capture_output=True, text=True, timeout=60)
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2
     assert "the following arguments are required: --bootstrap-servers" in out.stderr

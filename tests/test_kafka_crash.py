@@ -6,6 +6,7 @@ The Parquet sink is exactly-once: it must hold exactly the rows of an uninterrup
 output topic is at-least-once: it must hold every expected record; records of a micro-batch that
 was cut short are written again after the restart (replays), and the test reports how many.
 """
+
 import os
 import random
 import signal
@@ -15,8 +16,16 @@ import time
 
 from kafka_broker import EndOffsets, produce, read_topic
 from kafka_streams import (
-    OPERATORS, PARTITIONS, as_inputs, at_least_once_records, expected_dedup_by_key, kafka_source,
-    output_provenance, parquet_rows, rows_of, start_parquet_sink,
+    OPERATORS,
+    PARTITIONS,
+    as_inputs,
+    at_least_once_records,
+    expected_dedup_by_key,
+    kafka_source,
+    output_provenance,
+    parquet_rows,
+    rows_of,
+    start_parquet_sink,
 )
 
 JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kafka_crash_job.py")
@@ -55,22 +64,35 @@ def test_kill_9_at_random_points_loses_and_doubles_nothing(spark, kafka, tmp_pat
     expected = rows_of(expected_dedup_by_key(records))
 
     # the uninterrupted run, in this process
-    clean = start_parquet_sink(OPERATORS["dedup_by_key"](kafka_source(spark, kafka.bootstrap, topic, MAX_OFFSETS)),
-                               str(tmp_path / "clean"), str(tmp_path / "clean-ck"))
+    clean = start_parquet_sink(
+        OPERATORS["dedup_by_key"](kafka_source(spark, kafka.bootstrap, topic, MAX_OFFSETS)),
+        str(tmp_path / "clean"),
+        str(tmp_path / "clean-ck"),
+    )
     clean.awaitTermination()
     uninterrupted = parquet_rows(spark, str(tmp_path / "clean"))
     assert uninterrupted == expected
 
     checkpoints = tmp_path / "ck"
     parquet_ck, kafka_ck = str(checkpoints / "parquet"), str(checkpoints / "kafka")
-    command = [sys.executable, JOB, kafka.bootstrap, topic, out_topic, str(tmp_path / "out"),
-               str(checkpoints), str(MAX_OFFSETS)]
+    command = [
+        sys.executable,
+        JOB,
+        kafka.bootstrap,
+        topic,
+        out_topic,
+        str(tmp_path / "out"),
+        str(checkpoints),
+        str(MAX_OFFSETS),
+    ]
 
     def mid_batch(checkpoint, after):
         """A micro-batch after ``after`` is planned and not committed."""
+
         def check():
             planned, committed = position(checkpoint)
             return planned > max(committed, after)
+
         return check
 
     written_so_far = EndOffsets(kafka.bootstrap, out_topic)
@@ -88,6 +110,7 @@ def test_kill_9_at_random_points_loses_and_doubles_nothing(spark, kafka, tmp_pat
                 state[planned] = written_so_far.total()
                 return False
             return written_so_far.total() > state[planned] and position(kafka_ck)[1] < planned
+
         return check
 
     # Where to kill: a random moment (start-up or a batch); mid-batch in the Parquet query; in the
@@ -112,9 +135,12 @@ def test_kill_9_at_random_points_loses_and_doubles_nothing(spark, kafka, tmp_pat
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
         log.close()
-        crashes.append((point, round(time.time() - start, 1), proc.returncode,
-                        position(parquet_ck), position(kafka_ck)))
-        assert proc.returncode in (-signal.SIGKILL, 0), open(tmp_path / f"job-{len(crashes) - 1}.log").read()[-3000:]
+        crashes.append(
+            (point, round(time.time() - start, 1), proc.returncode, position(parquet_ck), position(kafka_ck))
+        )
+        assert proc.returncode in (-signal.SIGKILL, 0), open(tmp_path / f"job-{len(crashes) - 1}.log").read()[
+            -3000:
+        ]
 
     written_so_far.close()
     final = subprocess.run(command, capture_output=True, text=True, timeout=600)
@@ -131,6 +157,8 @@ def test_kill_9_at_random_points_loses_and_doubles_nothing(spark, kafka, tmp_pat
     written = output_provenance(read_topic(kafka.bootstrap, out_topic))
     assert sorted(set(written)) == expected  # every expected record, nothing else
     replays = len(written) - len(expected)
-    print(f"\ncrash test: {len(records)} input records, {len(expected)} expected rows; kills "
-          f"(point, seconds after start, exit code, parquet (planned, committed), kafka (planned, "
-          f"committed)): {crashes}; parquet rows lost 0, doubled 0; kafka rows lost 0, replays {replays}")
+    print(
+        f"\ncrash test: {len(records)} input records, {len(expected)} expected rows; kills "
+        f"(point, seconds after start, exit code, parquet (planned, committed), kafka (planned, "
+        f"committed)): {crashes}; parquet rows lost 0, doubled 0; kafka rows lost 0, replays {replays}"
+    )

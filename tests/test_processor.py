@@ -1,15 +1,15 @@
 """The Processor API (spec section 7) from Python: processors written in Python, run by Spark's
 Python stateful processing, with stores in the RocksDB state store."""
+
 import sys
 from datetime import timedelta
 
 import pytest
+from kstreams_spark import KStream, KStreamsError, Processor, PunctuationType, Stores, Topology
+from kstreams_spark._jvm import python_api
 from pyspark import cloudpickle
 from pyspark.sql import types as T
 from pyspark.sql.utils import StreamingQueryException
-
-from kstreams_spark import KStream, KStreamsError, Processor, PunctuationType, Stores, Topology
-from kstreams_spark._jvm import python_api
 from streams import BASE, SCHEMA, Rec, StreamRun, batch_df, forwarded, run_mode, with_offsets
 from test_dedup_spec import EXAMPLES, by_key, records_of
 
@@ -20,7 +20,8 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 BASE_MS = int(BASE.timestamp() * 1000)
 # streams.SCHEMA with a numeric value, for processors that sum
 NUM_SCHEMA = T.StructType(
-    [T.StructField("value", T.LongType()) if f.name == "value" else f for f in SCHEMA.fields])
+    [T.StructField("value", T.LongType()) if f.name == "value" else f for f in SCHEMA.fields]
+)
 
 
 class Tracer(Processor):
@@ -133,11 +134,18 @@ def trace(df):
 
 TRACED = [Rec("k", t, value=0) for t in (5, 12, 13, 25, 47)]
 TRACE_EXPECTED = [
-    "record@5000", "p10@5000", "p20@5000",
-    "record@12000", "p10@12000",
+    "record@5000",
+    "p10@5000",
+    "p20@5000",
+    "record@12000",
+    "p10@12000",
     "record@13000",
-    "record@25000", "p10@25000", "p20@25000",
-    "record@47000", "p10@47000", "p20@47000",
+    "record@25000",
+    "p10@25000",
+    "p20@25000",
+    "record@47000",
+    "p10@47000",
+    "p20@47000",
 ]
 
 
@@ -154,14 +162,23 @@ def test_stream_time_punctuation_order(spark, tmp_path, split):
 
 
 WORDS = [
-    Rec("a", 1, 0, value=1), Rec("a", 2, 1, value=10), Rec("b", 3, 0, value=2),
-    Rec("a", 11, 0, value=3), Rec("b", 12, 0, value=1), Rec("c", 15, 1, value=4),
+    Rec("a", 1, 0, value=1),
+    Rec("a", 2, 1, value=10),
+    Rec("b", 3, 0, value=2),
+    Rec("a", 11, 0, value=3),
+    Rec("b", 12, 0, value=1),
+    Rec("c", 15, 1, value=4),
     Rec("a", 25, 0, value=5),
 ]
 SUMS_EXPECTED = [
-    (0, 1000, "a", 1), (0, 11000, "a", 4), (0, 11000, "b", 2), (0, 25000, "a", 9),
+    (0, 1000, "a", 1),
+    (0, 11000, "a", 4),
+    (0, 11000, "b", 2),
+    (0, 25000, "a", 9),
     (0, 25000, "b", 3),
-    (1, 2000, "a", 10), (1, 15000, "a", 10), (1, 15000, "c", 4),
+    (1, 2000, "a", 10),
+    (1, 15000, "a", 10),
+    (1, 15000, "c", 4),
 ]
 
 
@@ -172,9 +189,12 @@ def sums(df):
 @pytest.mark.parametrize("mode", ["batch", "one_micro_batch", "split_restart"])
 def test_word_count_sums_same_in_every_mode(spark, tmp_path, mode):
     if mode == "batch":
-        out = sums(spark.createDataFrame(
-            [(r.key, r.value, r.timestamp(), r.partition, r.offset) for r in with_offsets(WORDS)],
-            NUM_SCHEMA))
+        out = sums(
+            spark.createDataFrame(
+                [(r.key, r.value, r.timestamp(), r.partition, r.offset) for r in with_offsets(WORDS)],
+                NUM_SCHEMA,
+            )
+        )
         assert rows(out) == SUMS_EXPECTED
         return
     if mode == "one_micro_batch":
@@ -187,10 +207,11 @@ def test_word_count_sums_same_in_every_mode(spark, tmp_path, mode):
 def test_processor_error_names_processor_partition_and_offset(spark, tmp_path):
     records = [Rec("a", 1, 1, value=1), Rec("a", 2, 1, value=2), Rec("a", 3, 1, value=13)]
     with pytest.raises(StreamingQueryException) as failure:
-        run_nums(spark, tmp_path, [records],
-                 lambda df: KStream(df).process(Exploder, name="exploder").df)
-    assert ("processor 'exploder' failed processing the record at partition 1, offset 2: "
-            "ValueError: unlucky value") in str(failure.value)
+        run_nums(spark, tmp_path, [records], lambda df: KStream(df).process(Exploder, name="exploder").df)
+    assert (
+        "processor 'exploder' failed processing the record at partition 1, offset 2: "
+        "ValueError: unlucky value"
+    ) in str(failure.value)
 
 
 def test_usage_errors(spark):
@@ -203,15 +224,17 @@ def test_usage_errors(spark):
         KStream(df).process(Sum, wall_clock=True)
     with pytest.raises(KStreamsError, match="no value column 'v'"):
         KStream(df, value="v").process(Sum)
-    with pytest.raises(Exception, match="processor 'Sum' asked for store 'sums', which was not "
-                                        "declared"):
+    with pytest.raises(Exception, match="processor 'Sum' asked for store 'sums', which was not declared"):
         KStream(df).process(Sum).df.collect()
 
 
 def dedup_processor(spark, interval):
     interval_ms = python_api(spark).intervalMicros(interval) // 1000
-    return lambda df: KStream(df).process(
-        lambda: DedupByKey(interval_ms), stores=[Stores.key_value("seen")], name="dedup").df
+    return lambda df: (
+        KStream(df)
+        .process(lambda: DedupByKey(interval_ms), stores=[Stores.key_value("seen")], name="dedup")
+        .df
+    )
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e[0] for e in EXAMPLES])
@@ -256,26 +279,27 @@ def test_topology_describe_and_start(spark, tmp_path):
     numbered = with_offsets(WORDS)
     run.add_batch(numbered[:3])
     run.add_batch(numbered[3:])
-    source = (spark.readStream.schema(NUM_SCHEMA).option("maxFilesPerTrigger", 1)
-              .json(str(tmp_path / "in")))
+    source = spark.readStream.schema(NUM_SCHEMA).option("maxFilesPerTrigger", 1).json(str(tmp_path / "in"))
     collected = []
     topology = sum_topology(source, str(tmp_path / "scaled"), collected)
-    assert topology.describe() == "\n".join([
-        "Topologies:",
-        "   Sub-topology: 0",
-        "    Source: SOURCE (DataFrame)",
-        "      --> SUM",
-        "    Processor: SUM (stores: [sums])",
-        "      --> SCALE, SUMS",
-        "      <-- SOURCE",
-        "    Processor: SCALE (stores: [])",
-        "      --> SCALED",
-        "      <-- SUM",
-        "    Sink: SCALED (target: " + str(tmp_path / "scaled") + ")",
-        "      <-- SCALE",
-        "    Sink: SUMS (target: <lambda>)",
-        "      <-- SUM",
-    ])
+    assert topology.describe() == "\n".join(
+        [
+            "Topologies:",
+            "   Sub-topology: 0",
+            "    Source: SOURCE (DataFrame)",
+            "      --> SUM",
+            "    Processor: SUM (stores: [sums])",
+            "      --> SCALE, SUMS",
+            "      <-- SOURCE",
+            "    Processor: SCALE (stores: [])",
+            "      --> SCALED",
+            "      <-- SUM",
+            "    Sink: SCALED (target: " + str(tmp_path / "scaled") + ")",
+            "      <-- SCALE",
+            "    Sink: SUMS (target: <lambda>)",
+            "      <-- SUM",
+        ]
+    )
     queries = topology.start(str(tmp_path / "checkpoint"), trigger={"availableNow": True})
     assert len(queries) == 1
     queries[0].awaitTermination()
@@ -285,8 +309,10 @@ def test_topology_describe_and_start(spark, tmp_path):
 
 
 def rows_of(collected):
-    return sorted((r["partition"], int(r["timestamp"].timestamp() * 1000) - BASE_MS, r["key"],
-                   r["value"]) for r in collected)
+    return sorted(
+        (r["partition"], int(r["timestamp"].timestamp() * 1000) - BASE_MS, r["key"], r["value"])
+        for r in collected
+    )
 
 
 def test_topology_errors():
@@ -315,9 +341,13 @@ def batch_times(progress):
     """(start ms, duration ms) of each micro-batch in a query's progress."""
     from datetime import datetime
 
-    return sorted((int(datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00"))
-                       .timestamp() * 1000), p["durationMs"]["triggerExecution"])
-                  for p in progress)
+    return sorted(
+        (
+            int(datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp() * 1000),
+            p["durationMs"]["triggerExecution"],
+        )
+        for p in progress
+    )
 
 
 def test_wall_clock_punctuation_fires_on_processing_time(spark, tmp_path):
@@ -330,10 +360,14 @@ def test_wall_clock_punctuation_fires_on_processing_time(spark, tmp_path):
     got = []
 
     def start():
-        return (out.writeStream.foreachBatch(lambda df, _: got.extend(
-                    (r["key"], r["value"], r["offset"]) for r in df.collect()))
-                .option("checkpointLocation", str(tmp_path / "checkpoint"))
-                .trigger(processingTime="1 second").start())
+        return (
+            out.writeStream.foreachBatch(
+                lambda df, _: got.extend((r["key"], r["value"], r["offset"]) for r in df.collect())
+            )
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(processingTime="1 second")
+            .start()
+        )
 
     query, restarted, progress = start(), False, []
     try:
@@ -351,8 +385,8 @@ def test_wall_clock_punctuation_fires_on_processing_time(spark, tmp_path):
         # the progress of the batch that forwarded the last tick is posted after its sink ran
         last_tick = max(v for k, v, _ in got if k == "tick")
         while time.time() < deadline and not any(
-                start <= last_tick <= start + took
-                for start, took in batch_times(query.recentProgress)):
+            start <= last_tick <= start + took for start, took in batch_times(query.recentProgress)
+        ):
             time.sleep(0.2)
         progress += query.recentProgress
     finally:
@@ -365,8 +399,7 @@ def test_wall_clock_punctuation_fires_on_processing_time(spark, tmp_path):
     # registered the schedule (Kafka's alignment; a late tick does not shift the next slot),
     # and they carry no offset
     slots = [(t - registered[0]) // 2000 for t in ticks]
-    assert slots[0] >= 1 and all(a < b for a, b in zip(slots, slots[1:])), (registered, ticks)
+    assert slots[0] >= 1 and all(a < b for a, b in zip(slots, slots[1:], strict=False)), (registered, ticks)
     batches = batch_times(progress)
-    assert all(any(start <= t <= start + took for start, took in batches) for t in ticks), \
-        (ticks, batches)
+    assert all(any(start <= t <= start + took for start, took in batches) for t in ticks), (ticks, batches)
     assert all(o is None for k, _, o in got if k == "tick")

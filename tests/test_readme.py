@@ -1,5 +1,6 @@
 """The README's DSL examples run as they are: each ```python block of the DSL section, in order,
 in one namespace (their asserts state the results)."""
+
 import os
 import re
 

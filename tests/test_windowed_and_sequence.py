@@ -1,11 +1,11 @@
 """SEMANTICS.md sections 3 and 4: windowed distinct (tumbling and session) and sequence-number
 dedup, as a batch DataFrame, in one micro-batch, one per record, and through a restart."""
+
 import datetime as dt
 
 import pytest
-from pyspark.sql import functions as F
-
 from kstreams_spark import KStream, KStreamsError, SessionWindows, TimeWindows, operator_metrics
+from pyspark.sql import functions as F
 from streams import BASE, MODES, Rec, StreamRun, batch_df, forwarded, run_mode, with_offsets
 
 SECONDS = [4, 5, 6, 23, 22, 24, 34, 33, 32, 7, 22, 35]
@@ -25,12 +25,21 @@ def windowed(windows):
 
 
 CASES = {
-    "tumbling_10s": (TimeWindows.of_size_with_no_grace("10 seconds"),
-                     [(4, 0, 10), (23, 20, 30), (34, 30, 40)], {"forwarded": 3, "duplicates_dropped": 7, "late_dropped": 2}),
-    "session_gap_10s": (SessionWindows.of_inactivity_gap_with_no_grace("10 seconds"),
-                        [(4, 4, 4), (23, 23, 23)], {"forwarded": 2, "duplicates_dropped": 9, "late_dropped": 1}),
-    "session_gap_9s": (SessionWindows.of_inactivity_gap_with_no_grace("9 seconds"),
-                       [(4, 4, 4), (23, 23, 23), (34, 34, 34)], {"forwarded": 3, "duplicates_dropped": 8, "late_dropped": 1}),
+    "tumbling_10s": (
+        TimeWindows.of_size_with_no_grace("10 seconds"),
+        [(4, 0, 10), (23, 20, 30), (34, 30, 40)],
+        {"forwarded": 3, "duplicates_dropped": 7, "late_dropped": 2},
+    ),
+    "session_gap_10s": (
+        SessionWindows.of_inactivity_gap_with_no_grace("10 seconds"),
+        [(4, 4, 4), (23, 23, 23)],
+        {"forwarded": 2, "duplicates_dropped": 9, "late_dropped": 1},
+    ),
+    "session_gap_9s": (
+        SessionWindows.of_inactivity_gap_with_no_grace("9 seconds"),
+        [(4, 4, 4), (23, 23, 23), (34, 34, 34)],
+        {"forwarded": 3, "duplicates_dropped": 8, "late_dropped": 1},
+    ),
 }
 
 
@@ -60,7 +69,7 @@ def test_windowed_distinct_counts_duplicates_and_late_records(spark, tmp_path, c
     run.run()
     metrics = operator_metrics(run.progress)
     assert len(metrics) == 1
-    (name, got), = metrics.items()
+    ((name, got),) = metrics.items()
     assert name.startswith("kstreams_")
     assert got == counts
 
@@ -76,10 +85,14 @@ def test_null_key_passes_with_null_window(spark):
 def test_tumbling_grace_keeps_a_window_open(spark, tmp_path, mode):
     # with 5 s grace, window [0,10) closes at stream time 15: 7 after 14 is on time, 8 after 15 late
     records = [Rec("k", 14), Rec("k", 7), Rec("j", 15), Rec("j", 8)]
-    out = run_mode(spark, tmp_path, records,
-                   windowed(TimeWindows.of_size_and_grace("10 s", timedelta_s(5))), mode)
+    out = run_mode(
+        spark, tmp_path, records, windowed(TimeWindows.of_size_and_grace("10 s", timedelta_s(5))), mode
+    )
     assert [(r["key"], r["window"]["start"]) for r in out.orderBy("offset").collect()] == [
-        ("k", ts(10)), ("k", ts(0)), ("j", ts(10))]
+        ("k", ts(10)),
+        ("k", ts(0)),
+        ("j", ts(10)),
+    ]
 
 
 def timedelta_s(s):
@@ -90,9 +103,18 @@ def timedelta_s(s):
 def test_session_bridging_record_merges_two_sessions(spark, tmp_path, mode):
     # gap 5: 0, 12 and 6 each open a session (6 is 6 s from both); 17 and 11 join [12, 17];
     # 6.5 joins [6] and bridges it with [11, 17] (11 - 6.5 <= 5); 23 is 6 s after 17: a new one.
-    records = [Rec("k", 0), Rec("k", 12), Rec("k", 6), Rec("k", 17), Rec("k", 11), Rec("k", 6.5), Rec("k", 23)]
-    out = run_mode(spark, tmp_path, records,
-                   windowed(SessionWindows.of_inactivity_gap_and_grace("5 s", "30 s")), mode)
+    records = [
+        Rec("k", 0),
+        Rec("k", 12),
+        Rec("k", 6),
+        Rec("k", 17),
+        Rec("k", 11),
+        Rec("k", 6.5),
+        Rec("k", 23),
+    ]
+    out = run_mode(
+        spark, tmp_path, records, windowed(SessionWindows.of_inactivity_gap_and_grace("5 s", "30 s")), mode
+    )
     assert [r["timestamp"] for r in out.orderBy("offset").collect()] == [ts(0), ts(12), ts(6), ts(23)]
 
 
@@ -126,21 +148,28 @@ def test_sequence_dedup_incident_over_several_partitions(spark, tmp_path):
     for r in run.output().collect():
         got.setdefault(r["partition"], []).append(None if r["value"] is None else int(r["value"]))
     assert {p: sorted(v, key=lambda x: (x is None, x)) for p, v in got.items()} == {
-        0: list(range(1, 12)) + [None], 1: list(range(1, 12)), 2: list(range(1, 12))}
+        0: list(range(1, 12)) + [None],
+        1: list(range(1, 12)),
+        2: list(range(1, 12)),
+    }
     metrics = operator_metrics(run.progress)
     (counts,) = metrics.values()
     assert counts == {"forwarded": 34, "duplicates_dropped": 12}
 
 
 def test_sequence_dedup_works_without_a_timestamp_column(spark):
-    df = spark.createDataFrame([(0, 0, 1), (0, 1, 2), (0, 2, 1), (1, 0, 1)], "partition int, offset long, seq long")
+    df = spark.createDataFrame(
+        [(0, 0, 1), (0, 1, 2), (0, 2, 1), (1, 0, 1)], "partition int, offset long, seq long"
+    )
     out = KStream(df).deduplicate_by_sequence("seq").df
     assert sorted((r["partition"], r["offset"]) for r in out.collect()) == [(0, 0), (0, 1), (1, 0)]
 
 
 def test_sequence_of_wrong_type(spark):
     df = batch_df(spark, with_offsets([Rec("a", 1)]))
-    with pytest.raises(KStreamsError, match="sequence expression .*value.* has type string; it must be an integer"):
+    with pytest.raises(
+        KStreamsError, match="sequence expression .*value.* has type string; it must be an integer"
+    ):
         KStream(df).deduplicate_by_sequence("value")
 
 
@@ -178,7 +207,7 @@ def test_window_state_is_removed_once_windows_close(spark, tmp_path):
     run = StreamRun(spark, str(tmp_path), windowed(TimeWindows.of_size_with_no_grace("1 second")))
     records = with_offsets([Rec(f"k{i}", i) for i in range(60)])
     for i in range(0, 60, 10):
-        run.add_batch(records[i:i + 10])
+        run.add_batch(records[i : i + 10])
     run.run()
     state_rows = [p["stateOperators"][0]["numRowsTotal"] for p in run.progress if p["stateOperators"]]
     assert run.output().count() == 60

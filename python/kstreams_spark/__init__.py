@@ -4,6 +4,7 @@
 >>> spark = configure_spark(SparkSession.builder.master("local[2]")).getOrCreate()
 >>> KStream(df).deduplicate_by_key("10 seconds").df
 """
+
 from kstreams_spark._jvm import jar_path
 from kstreams_spark.errors import KStreamsError
 from kstreams_spark.kstream import (

@@ -1,10 +1,11 @@
 """The narrow bridge to the JVM: the one entry object and the translation of its errors."""
+
 from __future__ import annotations
 
 import contextlib
 import glob
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 from pyspark.sql import SparkSession
 

@@ -7,15 +7,15 @@ progress, writes Parquet, and prints a summary.
 ``kstreams-spark dedup --bootstrap-servers HOST:PORT --topic IN --output-topic OUT --checkpoint DIR``
 deduplicates a Kafka topic into another (``--by key|key-value|id|sequence``, ``--id EXPR``).
 """
+
 from __future__ import annotations
 
 import argparse
 import os
 import shutil
 import sys
-import tempfile
 import time
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,17 +33,34 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--input", help="folder of JSON or Parquet files to read instead of generated data")
     demo.add_argument("--format", choices=["json", "parquet"], help="input format (default: from file names)")
     demo.add_argument("--key", default="key", help="key column (default: key)")
-    demo.add_argument("--timestamp", default="timestamp",
-                      help="timestamp column; strings are cast, numbers are epoch milliseconds (default: timestamp)")
-    demo.add_argument("--partition", default="partition", help="partition column, if present (default: partition)")
+    demo.add_argument(
+        "--timestamp",
+        default="timestamp",
+        help="timestamp column; strings are cast, numbers are epoch milliseconds (default: timestamp)",
+    )
+    demo.add_argument(
+        "--partition", default="partition", help="partition column, if present (default: partition)"
+    )
     demo.add_argument("--offset", default="offset", help="offset column, if present (default: offset)")
-    demo.add_argument("--interval", default="10 seconds", help="dedup interval, e.g. '10 seconds', '500 ms' (default: 10 seconds)")
-    demo.add_argument("--output", default="demo-output/deduplicated", help="Parquet output folder (default: demo-output/deduplicated)")
+    demo.add_argument(
+        "--interval",
+        default="10 seconds",
+        help="dedup interval, e.g. '10 seconds', '500 ms' (default: 10 seconds)",
+    )
+    demo.add_argument(
+        "--output",
+        default="demo-output/deduplicated",
+        help="Parquet output folder (default: demo-output/deduplicated)",
+    )
     demo.add_argument("--checkpoint", help="checkpoint folder (default: a fresh one next to the output)")
     demo.add_argument("--rows", type=int, default=200_000, help="generated records (default: 200000)")
     demo.add_argument("--partitions", type=int, default=4, help="generated partitions (default: 4)")
-    demo.add_argument("--batches", type=int, default=8, help="generated files, one per micro-batch (default: 8)")
-    demo.add_argument("--files-per-batch", type=int, default=1, help="input files per micro-batch (default: 1)")
+    demo.add_argument(
+        "--batches", type=int, default=8, help="generated files, one per micro-batch (default: 8)"
+    )
+    demo.add_argument(
+        "--files-per-batch", type=int, default=1, help="input files per micro-batch (default: 1)"
+    )
     demo.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
 
     dedup = sub.add_parser(
@@ -58,26 +75,51 @@ def _parser() -> argparse.ArgumentParser:
     dedup.add_argument("--topic", required=True, help="input topic")
     dedup.add_argument("--output-topic", required=True, help="output topic (must exist)")
     dedup.add_argument("--checkpoint", required=True, help="checkpoint folder: offsets and the dedup state")
-    dedup.add_argument("--by", choices=list(_DEDUP_BY), default="key",
-                       help="key: deduplicate_by_key; key-value: by (key, --id) per partition; id: by "
-                       "--id over all partitions; sequence: --id is a sequence number per partition "
-                       "(default: key)")
-    dedup.add_argument("--id", metavar="EXPR",
-                       help="Spark SQL expression over key, value (binary), partition, offset, timestamp, "
-                       "headers, e.g. \"get_json_object(cast(value as string), '$.id')\"")
+    dedup.add_argument(
+        "--by",
+        choices=list(_DEDUP_BY),
+        default="key",
+        help="key: deduplicate_by_key; key-value: by (key, --id) per partition; id: by "
+        "--id over all partitions; sequence: --id is a sequence number per partition "
+        "(default: key)",
+    )
+    dedup.add_argument(
+        "--id",
+        metavar="EXPR",
+        help="Spark SQL expression over key, value (binary), partition, offset, timestamp, "
+        "headers, e.g. \"get_json_object(cast(value as string), '$.id')\"",
+    )
     dedup.add_argument("--interval", default="10 seconds", help="dedup interval (default: 10 seconds)")
-    dedup.add_argument("--starting-offsets", default="earliest",
-                       help="where a new checkpoint starts: earliest, latest or Spark's JSON form (default: earliest)")
+    dedup.add_argument(
+        "--starting-offsets",
+        default="earliest",
+        help="where a new checkpoint starts: earliest, latest or Spark's JSON form (default: earliest)",
+    )
     dedup.add_argument("--max-offsets-per-trigger", type=int, help="most records per micro-batch")
-    dedup.add_argument("--available-now", action="store_true",
-                       help="process what the topic holds now, then stop (default: run until Ctrl-C)")
-    dedup.add_argument("--trigger-interval", default="0 seconds",
-                       help="time between micro-batches when running on (default: as soon as possible)")
-    dedup.add_argument("--kafka-option", action="append", default=[], metavar="NAME=VALUE",
-                       help="extra Kafka client setting for source and sink, e.g. security.protocol=SSL")
-    dedup.add_argument("--shuffle-partitions", type=int, default=4,
-                       help="state partitions of a new checkpoint; state is kept per input "
-                       "partition, so more than the topic's partition count does not help (default: 4)")
+    dedup.add_argument(
+        "--available-now",
+        action="store_true",
+        help="process what the topic holds now, then stop (default: run until Ctrl-C)",
+    )
+    dedup.add_argument(
+        "--trigger-interval",
+        default="0 seconds",
+        help="time between micro-batches when running on (default: as soon as possible)",
+    )
+    dedup.add_argument(
+        "--kafka-option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra Kafka client setting for source and sink, e.g. security.protocol=SSL",
+    )
+    dedup.add_argument(
+        "--shuffle-partitions",
+        type=int,
+        default=4,
+        help="state partitions of a new checkpoint; state is kept per input "
+        "partition, so more than the topic's partition count does not help (default: 4)",
+    )
     dedup.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
     return parser
 
@@ -91,7 +133,7 @@ _DEDUP_BY = {
 }
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command is None:
         args = _parser().parse_args(["demo", *(argv or sys.argv[1:])])
@@ -118,11 +160,12 @@ def run_demo(args: argparse.Namespace) -> int:
         source_dir = os.path.join(os.path.dirname(output), "generated-input")
         shutil.rmtree(source_dir, ignore_errors=True)
         print(f"generating {args.rows:,} records on {args.partitions} partitions into {source_dir} ...")
-        generated = generate(source_dir, rows=args.rows, partitions=args.partitions,
-                             files=args.batches)
+        generated = generate(source_dir, rows=args.rows, partitions=args.partitions, files=args.batches)
         fmt = "json"
-        print(f"  {generated.records:,} records: {generated.unique_events:,} events, "
-              f"{generated.replayed:,} replayed by producer retries")
+        print(
+            f"  {generated.records:,} records: {generated.unique_events:,} events, "
+            f"{generated.replayed:,} replayed by producer retries"
+        )
     if not args.checkpoint:
         # a fresh run: the default checkpoint belongs to the default output
         shutil.rmtree(checkpoint, ignore_errors=True)
@@ -141,7 +184,8 @@ def run_demo(args: argparse.Namespace) -> int:
     try:
         schema = spark.read.format(fmt).load(source_dir).schema
         stream = (
-            spark.readStream.format(fmt).schema(schema)
+            spark.readStream.format(fmt)
+            .schema(schema)
             .option("maxFilesPerTrigger", args.files_per_batch)
             .load(source_dir)
         )
@@ -151,8 +195,9 @@ def run_demo(args: argparse.Namespace) -> int:
         elif isinstance(ts_type, T.NumericType):
             stream = stream.withColumn(args.timestamp, F.timestamp_millis(F.col(args.timestamp).cast("long")))
         try:
-            ks = KStream(stream, key=args.key, timestamp=args.timestamp,
-                         partition=args.partition, offset=args.offset)
+            ks = KStream(
+                stream, key=args.key, timestamp=args.timestamp, partition=args.partition, offset=args.offset
+            )
             deduped = ks.deduplicate_by_key(args.interval).df
         except KStreamsError as e:
             print(f"error: {e}", file=sys.stderr)
@@ -194,8 +239,10 @@ def run_dedup(args: argparse.Namespace) -> int:
     query fails, 2 for bad arguments."""
     operator, needs_id = _DEDUP_BY[args.by]
     if needs_id and not args.id:
-        print(f"error: --by {args.by} needs --id EXPR (the {'sequence number' if args.by == 'sequence' else 'id'})",
-              file=sys.stderr)
+        print(
+            f"error: --by {args.by} needs --id EXPR (the {'sequence number' if args.by == 'sequence' else 'id'})",
+            file=sys.stderr,
+        )
         return 2
     kafka_options = {}
     for option in args.kafka_option:
@@ -238,17 +285,24 @@ def run_dedup(args: argparse.Namespace) -> int:
             print(f"error: {_first_line(e)}", file=sys.stderr)
             return 2
         writer = (
-            deduped.select("key", "value", "headers").writeStream.format("kafka")
+            deduped.select("key", "value", "headers")
+            .writeStream.format("kafka")
             .option("kafka.bootstrap.servers", args.bootstrap_servers)
             .option("topic", args.output_topic)
             .option("checkpointLocation", os.path.abspath(args.checkpoint))
             .options(**kafka_options)
         )
-        writer = (writer.trigger(availableNow=True) if args.available_now
-                  else writer.trigger(processingTime=args.trigger_interval))
-        print(f"deduplicating {args.topic} -> {args.output_topic} by {args.by}"
-              f"{'' if args.by == 'sequence' else f' within {args.interval}'}; "
-              f"checkpoint {os.path.abspath(args.checkpoint)}", flush=True)
+        writer = (
+            writer.trigger(availableNow=True)
+            if args.available_now
+            else writer.trigger(processingTime=args.trigger_interval)
+        )
+        print(
+            f"deduplicating {args.topic} -> {args.output_topic} by {args.by}"
+            f"{'' if args.by == 'sequence' else f' within {args.interval}'}; "
+            f"checkpoint {os.path.abspath(args.checkpoint)}",
+            flush=True,
+        )
         query = writer.start()
         try:
             records_in = _follow(query)
@@ -289,9 +343,11 @@ def _follow(query) -> int:
         seen.add(progress["batchId"])
         rows = progress["numInputRows"]
         state = sum(op.get("numRowsTotal", 0) for op in progress.get("stateOperators", []))
-        print(f"  batch {progress['batchId']:>3}: {rows:>8,} rows in, "
-              f"{progress.get('processedRowsPerSecond', 0):>9,.0f} rows/s, state rows {state:,}",
-              flush=True)
+        print(
+            f"  batch {progress['batchId']:>3}: {rows:>8,} rows in, "
+            f"{progress.get('processedRowsPerSecond', 0):>9,.0f} rows/s, state rows {state:,}",
+            flush=True,
+        )
         return rows
 
     while query.isActive:

@@ -4,6 +4,7 @@ Each partition gets a run of events with unique ids (the record key) and event t
 out of order. Now and then the producer "fails" after sending a batch and sends the tail of it
 again: the same records (key, value, timestamp) at new offsets.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -50,15 +51,17 @@ def generate(
                 event_no += 1
                 millis = event_no * 5 + rng.randint(-out_of_order_ms, out_of_order_ms)
                 ts = BASE + dt.timedelta(milliseconds=millis)
-                batch.append({
-                    "key": f"event-{event_no}",
-                    "value": json.dumps({"id": event_no, "amount": rng.randint(1, 500)}),
-                    "timestamp": ts.isoformat(),
-                    "partition": p,
-                })
+                batch.append(
+                    {
+                        "key": f"event-{event_no}",
+                        "value": json.dumps({"id": event_no, "amount": rng.randint(1, 500)}),
+                        "timestamp": ts.isoformat(),
+                        "partition": p,
+                    }
+                )
             if rng.random() < replay_probability:
                 # the producer did not see the ack: the tail of this batch goes out again
-                tail = batch[-rng.randint(1, min(max_replay, len(batch))):]
+                tail = batch[-rng.randint(1, min(max_replay, len(batch))) :]
                 replayed += len(tail)
                 batch = batch + [dict(r) for r in tail]
             for r in batch:

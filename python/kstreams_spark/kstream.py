@@ -3,10 +3,12 @@
 Every method delegates to the Scala core through ``kstreams.PythonAPI``; nothing here decides which
 record is forwarded.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Callable, Optional, Tuple, Union
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, DataFrameWriter, Row
 from pyspark.sql import functions as F
@@ -20,8 +22,8 @@ from kstreams_spark.errors import KStreamsError
 if TYPE_CHECKING:
     from kstreams_spark.ktable import KTable
 
-Interval = Union[timedelta, str]
-ColumnOrName = Union[Column, str]
+Interval = timedelta | str
+ColumnOrName = Column | str
 ValueFunction = Callable[[Column], Column]
 KeyValueFunction = Callable[[Column, Column], Column]
 
@@ -44,15 +46,19 @@ class KStream:
         key: str = "key",
         value: str = "value",
         timestamp: str = "timestamp",
-        partition: Optional[str] = "partition",
-        offset: Optional[str] = "offset",
+        partition: str | None = "partition",
+        offset: str | None = "offset",
         on_null_timestamp: str = "fail",
     ) -> None:
         if not isinstance(df, DataFrame):
             raise KStreamsError(f"KStream needs a pyspark DataFrame, got {type(df).__name__}")
         self._df = df
         self._names = dict(
-            key=key, value=value, timestamp=timestamp, partition=partition, offset=offset,
+            key=key,
+            value=value,
+            timestamp=timestamp,
+            partition=partition,
+            offset=offset,
             on_null_timestamp=on_null_timestamp,
         )
         self._api = python_api(df.sparkSession)
@@ -66,7 +72,7 @@ class KStream:
         """The stream's DataFrame (after the operators applied so far)."""
         return self._df
 
-    def deduplicate_by_key(self, interval: Interval) -> "KStream":
+    def deduplicate_by_key(self, interval: Interval) -> KStream:
         """Drop a record when one with the same key, on the same input partition, with a timestamp
         at most ``interval`` away was forwarded before (KIP-655 ``deduplicateByKey``).
 
@@ -74,17 +80,15 @@ class KStream:
         """
         return self._wrap(lambda: self._api.deduplicateByKey(self._jks, _interval(interval)))
 
-    def deduplicate_by_key_value(self, id: ColumnOrName, interval: Interval) -> "KStream":
+    def deduplicate_by_key_value(self, id: ColumnOrName, interval: Interval) -> KStream:
         """Like :meth:`deduplicate_by_key`, with the dedup key (key, ``id``).
 
         >>> KStream(df).deduplicate_by_key_value("event_id", "1 minute").df
         """
         jid = _java_column(id)
-        return self._wrap(
-            lambda: self._api.deduplicateByKeyValue(self._jks, jid, _interval(interval))
-        )
+        return self._wrap(lambda: self._api.deduplicateByKeyValue(self._jks, jid, _interval(interval)))
 
-    def deduplicate(self, id: ColumnOrName, interval: Interval) -> "KStream":
+    def deduplicate(self, id: ColumnOrName, interval: Interval) -> KStream:
         """Drop a record when one with the same ``id`` on *any* partition, with a timestamp at most
         ``interval`` away, was forwarded before (one global store).
 
@@ -93,7 +97,7 @@ class KStream:
         jid = _java_column(id)
         return self._wrap(lambda: self._api.deduplicate(self._jks, jid, _interval(interval)))
 
-    def deduplicate_by_sequence(self, sequence: ColumnOrName) -> "KStream":
+    def deduplicate_by_sequence(self, sequence: ColumnOrName) -> KStream:
         """Forward a record only if its sequence number (an integer column or expression) is
         greater than the highest forwarded on its input partition; null passes (seed 001).
 
@@ -102,7 +106,7 @@ class KStream:
         jseq = _java_column(sequence, "sequence")
         return self._wrap(lambda: self._api.deduplicateBySequence(self._jks, jseq))
 
-    def group_by_key(self) -> "KGroupedStream":
+    def group_by_key(self) -> KGroupedStream:
         """Group records by key, for aggregations and windowed operators.
 
         >>> ks.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace("10 s")).distinct()
@@ -110,7 +114,7 @@ class KStream:
         """
         return KGroupedStream(self)
 
-    def group_by(self, key_selector: KeyValueFunction) -> "KGroupedStream":
+    def group_by(self, key_selector: KeyValueFunction) -> KGroupedStream:
         """Group records by a new key, ``key_selector(key, value)`` (``select_key`` then
         ``group_by_key``).
 
@@ -122,7 +126,7 @@ class KStream:
     # functions are Columns, or Python callables given the key/value Columns and returning Columns;
     # they are called once to build a Spark expression, never per record.
 
-    def filter(self, predicate: Union[Column, KeyValueFunction]) -> "KStream":
+    def filter(self, predicate: Column | KeyValueFunction) -> KStream:
         """Keep the records for which ``predicate`` is true (null counts as false).
 
         >>> ks.filter(lambda k, v: v.startswith("a"))
@@ -130,7 +134,7 @@ class KStream:
         jpredicate = self._column(predicate, "predicate", 2)
         return self._wrap_jvm(lambda: self._api.filter(self._jks, jpredicate))
 
-    def filter_not(self, predicate: Union[Column, KeyValueFunction]) -> "KStream":
+    def filter_not(self, predicate: Column | KeyValueFunction) -> KStream:
         """Keep the records for which ``predicate`` is false or null.
 
         >>> ks.filter_not(F.col("value").isNull())
@@ -138,7 +142,7 @@ class KStream:
         jpredicate = self._column(predicate, "predicate", 2)
         return self._wrap_jvm(lambda: self._api.filterNot(self._jks, jpredicate))
 
-    def map_values(self, mapper: Union[Column, ValueFunction]) -> "KStream":
+    def map_values(self, mapper: Column | ValueFunction) -> KStream:
         """Replace the value with ``mapper(value)``.
 
         >>> ks.map_values(lambda v: F.upper(v))
@@ -146,7 +150,7 @@ class KStream:
         jvalue = self._column(mapper, "mapper", 1)
         return self._wrap_jvm(lambda: self._api.mapValues(self._jks, jvalue))
 
-    def select_key(self, key_selector: Union[Column, KeyValueFunction]) -> "KStream":
+    def select_key(self, key_selector: Column | KeyValueFunction) -> KStream:
         """Replace the key with ``key_selector(key, value)``.
 
         >>> ks.select_key(lambda k, v: F.get_json_object(v, "$.user"))
@@ -154,7 +158,7 @@ class KStream:
         jkey = self._column(key_selector, "key_selector", 2)
         return self._wrap_jvm(lambda: self._api.selectKey(self._jks, jkey))
 
-    def map(self, mapper: Callable[[Column, Column], Tuple[Column, Column]]) -> "KStream":
+    def map(self, mapper: Callable[[Column, Column], tuple[Column, Column]]) -> KStream:
         """Replace key and value with the pair ``mapper(key, value)``.
 
         >>> ks.map(lambda k, v: (v, k))
@@ -167,7 +171,7 @@ class KStream:
         jkey, jvalue = (_java_column(c, "mapper result") for c in pair)
         return self._wrap_jvm(lambda: self._api.map(self._jks, jkey, jvalue))
 
-    def flat_map(self, mapper: Union[Column, KeyValueFunction]) -> "KStream":
+    def flat_map(self, mapper: Column | KeyValueFunction) -> KStream:
         """Replace each record by the records of ``mapper(key, value)``: an array of structs with
         fields ``key`` and ``value``; each keeps the input's other columns and timestamp.
 
@@ -176,7 +180,7 @@ class KStream:
         jpairs = self._column(mapper, "mapper", 2)
         return self._wrap_jvm(lambda: self._api.flatMap(self._jks, jpairs))
 
-    def flat_map_values(self, mapper: Union[Column, ValueFunction]) -> "KStream":
+    def flat_map_values(self, mapper: Column | ValueFunction) -> KStream:
         """Replace each record by one record per element of the array ``mapper(value)``.
 
         >>> ks.flat_map_values(lambda v: F.split(v, " "))
@@ -184,7 +188,7 @@ class KStream:
         jvalues = self._column(mapper, "mapper", 1)
         return self._wrap_jvm(lambda: self._api.flatMapValues(self._jks, jvalues))
 
-    def peek(self, action: Callable[[Row], None]) -> "KStream":
+    def peek(self, action: Callable[[Row], None]) -> KStream:
         """Call ``action(row)`` on each record as it passes, for side effects such as logging; the
         records are unchanged. Unlike the other operators this runs Python per record (a Python
         UDF), so keep it for debugging.
@@ -203,7 +207,7 @@ class KStream:
         jcall = _java_column(peeked(F.struct(*names)), "peek")
         return self._wrap_jvm(lambda: self._api.filter(self._jks, jcall))
 
-    def split(self) -> "BranchedKStream":
+    def split(self) -> BranchedKStream:
         """Split the stream by predicates: a record goes to the first branch whose predicate is
         true, else to the default branch.
 
@@ -212,7 +216,7 @@ class KStream:
         """
         return BranchedKStream(self, [])
 
-    def merge(self, other: "KStream") -> "KStream":
+    def merge(self, other: KStream) -> KStream:
         """Both streams' records (the DataFrames must have the same columns).
 
         >>> KStream(a).merge(KStream(b))
@@ -221,7 +225,7 @@ class KStream:
             raise KStreamsError(f"merge takes a KStream, got {type(other).__name__}")
         return self._wrap_jvm(lambda: self._api.merge(self._jks, other._jks))
 
-    def to(self, topic: str, **options: str) -> Union[DataStreamWriter, DataFrameWriter]:
+    def to(self, topic: str, **options: str) -> DataStreamWriter | DataFrameWriter:
         """A writer of the records to the Kafka topic ``topic``: ``key`` and ``value`` as strings
         or bytes (other types as JSON) and a header ``kstreams.timestamp`` with the record's
         timestamp in epoch milliseconds (Spark's Kafka sink cannot set the record timestamp).
@@ -234,7 +238,7 @@ class KStream:
         writer = records.writeStream if records.isStreaming else records.write
         return writer.format("kafka").options(**options)
 
-    def to_table(self) -> "KTable":
+    def to_table(self) -> KTable:
         """The stream read as a table: the latest value per key, a null value deletes; updates
         that change nothing are dropped and counted as ``idempotent-updates-dropped`` (KIP-557).
 
@@ -245,7 +249,7 @@ class KStream:
         with jvm_errors():
             return KTable(self._api.toTable(self._jks), self._df.sparkSession)
 
-    def join(self, other: "KStream", joiner: Union[Column, KeyValueFunction], windows: "JoinWindows") -> "KStream":
+    def join(self, other: KStream, joiner: Column | KeyValueFunction, windows: JoinWindows) -> KStream:
         """Windowed inner join: records with equal keys and ``|t1 - t2| <= time difference`` give
         ``joiner(this_value, other_value)`` at ``max(t1, t2)``; the result has ``key``, ``value``,
         ``timestamp``.
@@ -255,24 +259,27 @@ class KStream:
         """
         return self._stream_join(other, joiner, windows, "inner")
 
-    def left_join(self, other: "KStream", joiner: Union[Column, KeyValueFunction], windows: "JoinWindows") -> "KStream":
+    def left_join(self, other: KStream, joiner: Column | KeyValueFunction, windows: JoinWindows) -> KStream:
         """:meth:`join`, plus each record of this stream that never matched, with a null other
         value, once its window has closed (at its own timestamp)."""
         return self._stream_join(other, joiner, windows, "left")
 
-    def outer_join(self, other: "KStream", joiner: Union[Column, KeyValueFunction], windows: "JoinWindows") -> "KStream":
+    def outer_join(self, other: KStream, joiner: Column | KeyValueFunction, windows: JoinWindows) -> KStream:
         """:meth:`join`, plus the unmatched records of both streams once their windows closed."""
         return self._stream_join(other, joiner, windows, "outer")
 
-    def _stream_join(self, other: "KStream", joiner, windows: "JoinWindows", kind: str) -> "KStream":
+    def _stream_join(self, other: KStream, joiner, windows: JoinWindows, kind: str) -> KStream:
         if not isinstance(other, KStream):
             raise KStreamsError(f"{kind} join takes a KStream, got {type(other).__name__}")
         if not isinstance(windows, JoinWindows):
             raise KStreamsError(f"{kind} join takes JoinWindows, got {type(windows).__name__}")
         jjoined = joined_column(self._api, joiner)
         grace = None if windows.grace is None else _interval(windows.grace)
-        return self._wrap_jvm(lambda: self._api.streamJoin(
-            self._jks, other._jks, jjoined, kind, _interval(windows.time_difference), grace))
+        return self._wrap_jvm(
+            lambda: self._api.streamJoin(
+                self._jks, other._jks, jjoined, kind, _interval(windows.time_difference), grace
+            )
+        )
 
     def _column(self, function, what: str, arity: int):
         """``function`` (a Column, or a callable given the key/value Columns) as a Java Column."""
@@ -283,19 +290,25 @@ class KStream:
         key, value = F.col(_quote(self._names["key"])), F.col(_quote(self._names["value"]))
         return (key, value) if arity == 2 else (value,)
 
-    def _wrap_jvm(self, call) -> "KStream":
+    def _wrap_jvm(self, call) -> KStream:
         with jvm_errors():
             jks = call()
         return KStream._from_jvm(jks, self._df.sparkSession)
 
     @staticmethod
-    def _from_jvm(jks, spark) -> "KStream":
+    def _from_jvm(jks, spark) -> KStream:
         api = python_api(spark)
         key, value, timestamp, partition, offset, on_null = api.columnNames(jks)
         stream = KStream.__new__(KStream)
         stream._df = DataFrame(jks.df(), spark)
-        stream._names = dict(key=key, value=value, timestamp=timestamp, partition=partition,
-                             offset=offset, on_null_timestamp=on_null)
+        stream._names = dict(
+            key=key,
+            value=value,
+            timestamp=timestamp,
+            partition=partition,
+            offset=offset,
+            on_null_timestamp=on_null,
+        )
         stream._api = api
         stream._jks = jks
         return stream
@@ -304,11 +317,11 @@ class KStream:
         self,
         supplier,
         stores=(),
-        name: Optional[str] = None,
+        name: str | None = None,
         wall_clock: bool = False,
         key_type=None,
         value_type=None,
-    ) -> "KStream":
+    ) -> KStream:
         """Run a Python :class:`~kstreams_spark.processor.Processor` (KIP-28) on each input
         partition, in arrival order, with the declared key-value stores (kept in Spark's
         checkpointed state store). The result holds what it forwarded: key and value (the input's
@@ -326,7 +339,7 @@ class KStream:
         result = processor.process(self, supplier, stores, name, wall_clock, key_type, value_type)
         return KStream(result, **self._names)
 
-    def _wrap(self, call) -> "KStream":
+    def _wrap(self, call) -> KStream:
         with jvm_errors():
             jdf = call()
         result = DataFrame(jdf, self._df.sparkSession)
@@ -362,7 +375,7 @@ def _applied(function, what: str, *inputs: Column):
     return _java_column(function(*inputs), f"{what} result")
 
 
-def joined_column(api, joiner: Union[Column, KeyValueFunction]):
+def joined_column(api, joiner: Column | KeyValueFunction):
     """The joiner applied to the left and right value Columns, as a Java Column."""
     return _applied(joiner, "joiner", F.col(api.leftValueName()), F.col(api.rightValueName()))
 
@@ -372,9 +385,7 @@ def _java_column(id: ColumnOrName, what: str = "id"):
 
     if isinstance(id, (str, Column)):
         return _to_java_column(id)
-    raise KStreamsError(
-        f"{what} must be a column name or a Column, got {type(id).__name__} {id!r}"
-    )
+    raise KStreamsError(f"{what} must be a column name or a Column, got {type(id).__name__} {id!r}")
 
 
 class TimeWindows:
@@ -384,15 +395,15 @@ class TimeWindows:
     >>> TimeWindows.of_size_and_grace(timedelta(seconds=10), "2 seconds")
     """
 
-    def __init__(self, size: Interval, grace: Optional[Interval]) -> None:
+    def __init__(self, size: Interval, grace: Interval | None) -> None:
         self.size, self.grace = size, grace
 
     @staticmethod
-    def of_size_with_no_grace(size: Interval) -> "TimeWindows":
+    def of_size_with_no_grace(size: Interval) -> TimeWindows:
         return TimeWindows(size, None)
 
     @staticmethod
-    def of_size_and_grace(size: Interval, grace: Interval) -> "TimeWindows":
+    def of_size_and_grace(size: Interval, grace: Interval) -> TimeWindows:
         return TimeWindows(size, grace)
 
     def __repr__(self) -> str:
@@ -405,15 +416,15 @@ class SessionWindows:
     >>> SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=5))
     """
 
-    def __init__(self, gap: Interval, grace: Optional[Interval]) -> None:
+    def __init__(self, gap: Interval, grace: Interval | None) -> None:
         self.gap, self.grace = gap, grace
 
     @staticmethod
-    def of_inactivity_gap_with_no_grace(gap: Interval) -> "SessionWindows":
+    def of_inactivity_gap_with_no_grace(gap: Interval) -> SessionWindows:
         return SessionWindows(gap, None)
 
     @staticmethod
-    def of_inactivity_gap_and_grace(gap: Interval, grace: Interval) -> "SessionWindows":
+    def of_inactivity_gap_and_grace(gap: Interval, grace: Interval) -> SessionWindows:
         return SessionWindows(gap, grace)
 
     def __repr__(self) -> str:
@@ -426,7 +437,7 @@ class KGroupedStream:
     def __init__(self, stream: KStream) -> None:
         self._stream = stream
 
-    def windowed_by(self, windows: Union[TimeWindows, SessionWindows]) -> "WindowedKStream":
+    def windowed_by(self, windows: TimeWindows | SessionWindows) -> WindowedKStream:
         """Window the grouped stream by tumbling or session windows."""
         if not isinstance(windows, (TimeWindows, SessionWindows)):
             raise KStreamsError(
@@ -434,7 +445,7 @@ class KGroupedStream:
             )
         return WindowedKStream(self._stream, windows)
 
-    def count(self) -> "KTable":
+    def count(self) -> KTable:
         """The number of records per key, as a table (null keys and values are skipped and
         counted); the timestamp is the largest folded in.
 
@@ -442,14 +453,14 @@ class KGroupedStream:
         """
         return _aggregate(self._stream, "count", None)
 
-    def reduce(self, adder: Union[Column, KeyValueFunction]) -> "KTable":
+    def reduce(self, adder: Column | KeyValueFunction) -> KTable:
         """Combine each key's values with ``adder(aggregate, value)``; the first value starts.
 
         >>> ks.group_by_key().reduce(lambda agg, v: agg + v)
         """
         return _aggregate(self._stream, "reduce", None, adder=adder)
 
-    def aggregate(self, initializer: Column, adder: Union[Column, KeyValueFunction]) -> "KTable":
+    def aggregate(self, initializer: Column, adder: Column | KeyValueFunction) -> KTable:
         """Fold each key's values into ``adder(aggregate, value)`` starting at the constant
         ``initializer``, whose type the aggregate keeps.
 
@@ -461,7 +472,7 @@ class KGroupedStream:
 class WindowedKStream:
     """A stream grouped by key and window."""
 
-    def __init__(self, stream: KStream, windows: Union[TimeWindows, SessionWindows]) -> None:
+    def __init__(self, stream: KStream, windows: TimeWindows | SessionWindows) -> None:
         self._stream, self._windows = stream, windows
 
     def distinct(self) -> KStream:
@@ -479,7 +490,7 @@ class WindowedKStream:
             return s._wrap(lambda: s._api.tumblingDistinct(s._jks, _interval(w.size), grace))
         return s._wrap(lambda: s._api.sessionDistinct(s._jks, _interval(w.gap), grace))
 
-    def count(self) -> "KTable":
+    def count(self) -> KTable:
         """Records per (key, window), with a ``window`` column.
 
         Tumbling windows: the timestamp is the largest in the window; a window closes when the
@@ -491,27 +502,28 @@ class WindowedKStream:
         """
         return _aggregate(self._stream, "count", self._windows)
 
-    def reduce(self, adder: Union[Column, KeyValueFunction]) -> "KTable":
+    def reduce(self, adder: Column | KeyValueFunction) -> KTable:
         """:meth:`KGroupedStream.reduce` per window (merging sessions also uses ``adder``)."""
         return _aggregate(self._stream, "reduce", self._windows, adder=adder)
 
     def aggregate(
         self,
         initializer: Column,
-        adder: Union[Column, KeyValueFunction],
-        merger: Optional[Union[Column, KeyValueFunction]] = None,
-    ) -> "KTable":
+        adder: Column | KeyValueFunction,
+        merger: Column | KeyValueFunction | None = None,
+    ) -> KTable:
         """:meth:`KGroupedStream.aggregate` per window. Session windows need
         ``merger(aggregate1, aggregate2)`` to combine two sessions' aggregates.
 
         >>> ks.group_by_key().windowed_by(SessionWindows.of_inactivity_gap_with_no_grace("5 minutes")) \
         ...     .aggregate(F.lit(0), lambda agg, v: agg + 1, lambda a, b: a + b)
         """
-        return _aggregate(self._stream, "aggregate", self._windows, initializer=initializer,
-                          adder=adder, merger=merger)
+        return _aggregate(
+            self._stream, "aggregate", self._windows, initializer=initializer, adder=adder, merger=merger
+        )
 
 
-def _aggregate(stream: KStream, kind: str, windows, initializer=None, adder=None, merger=None) -> "KTable":
+def _aggregate(stream: KStream, kind: str, windows, initializer=None, adder=None, merger=None) -> KTable:
     from kstreams_spark.ktable import KTable
 
     api = stream._api
@@ -534,7 +546,9 @@ def _aggregate(stream: KStream, kind: str, windows, initializer=None, adder=None
         else:
             jinit = _java_column(initializer, "initializer")
             jmerger = None if merger is None else fold(merger, "merger")
-            jtable = api.aggregate(stream._jks, jinit, fold(adder, "adder"), jmerger, window_kind, size, grace)
+            jtable = api.aggregate(
+                stream._jks, jinit, fold(adder, "adder"), jmerger, window_kind, size, grace
+            )
     return KTable(jtable, stream._df.sparkSession)
 
 
@@ -547,15 +561,15 @@ class JoinWindows:
     >>> JoinWindows.of_time_difference_with_no_grace(timedelta(milliseconds=100))
     """
 
-    def __init__(self, time_difference: Interval, grace: Optional[Interval]) -> None:
+    def __init__(self, time_difference: Interval, grace: Interval | None) -> None:
         self.time_difference, self.grace = time_difference, grace
 
     @staticmethod
-    def of_time_difference_with_no_grace(time_difference: Interval) -> "JoinWindows":
+    def of_time_difference_with_no_grace(time_difference: Interval) -> JoinWindows:
         return JoinWindows(time_difference, None)
 
     @staticmethod
-    def of_time_difference_and_grace(time_difference: Interval, grace: Interval) -> "JoinWindows":
+    def of_time_difference_and_grace(time_difference: Interval, grace: Interval) -> JoinWindows:
         return JoinWindows(time_difference, grace)
 
     def __repr__(self) -> str:
@@ -571,7 +585,7 @@ class BranchedKStream:
     def __init__(self, stream: KStream, branches: list) -> None:
         self._stream, self._branches = stream, branches
 
-    def branch(self, predicate: Union[Column, KeyValueFunction], name: str) -> "BranchedKStream":
+    def branch(self, predicate: Column | KeyValueFunction, name: str) -> BranchedKStream:
         """Add a branch ``name`` for the records ``predicate`` is true for (null counts as false)."""
         return BranchedKStream(self._stream, self._branches + [(predicate, name)])
 
@@ -583,7 +597,7 @@ class BranchedKStream:
         """The branches; records no predicate took are dropped (as in Kafka Streams)."""
         return self._build(None)
 
-    def _build(self, default: Optional[str]) -> dict:
+    def _build(self, default: str | None) -> dict:
         s = self._stream
         predicates = [s._column(p, "predicate", 2) for p, _ in self._branches]
         names = [n for _, n in self._branches]
@@ -596,6 +610,7 @@ class BranchedKStream:
             jnames[i] = n
         with jvm_errors():
             jbranches = s._api.split(s._jks, jpredicates, jnames, default)
-        return {name: KStream._from_jvm(jbranches.get(name), s._df.sparkSession)
-                for name in names + ([default] if default else [])}
-
+        return {
+            name: KStream._from_jvm(jbranches.get(name), s._df.sparkSession)
+            for name in names + ([default] if default else [])
+        }

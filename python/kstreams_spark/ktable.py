@@ -1,7 +1,6 @@
 """``KTable``: a changelog table (an update stream of key, value, timestamp; null value = delete)."""
-from __future__ import annotations
 
-from typing import Union
+from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, SparkSession
 
@@ -33,7 +32,7 @@ class KTable:
         with jvm_errors():
             return KStream._from_jvm(python_api(self._spark).tableStream(self._jtable), self._spark)
 
-    def join(self, other: "KTable", joiner: Union[Column, KeyValueFunction]) -> "KTable":
+    def join(self, other: KTable, joiner: Column | KeyValueFunction) -> KTable:
         """Inner join on the key: on every change of either side where both have a row, emits
         ``joiner(this_value, other_value)`` at the later of the two rows' timestamps; a delete emits
         a tombstone at the later of the delete and the other row.
@@ -42,15 +41,15 @@ class KTable:
         """
         return self._join(other, joiner, "inner")
 
-    def left_join(self, other: "KTable", joiner: Union[Column, KeyValueFunction]) -> "KTable":
+    def left_join(self, other: KTable, joiner: Column | KeyValueFunction) -> KTable:
         """:meth:`join`, also emitting ``joiner(this_value, None)`` while ``other`` has no row."""
         return self._join(other, joiner, "left")
 
-    def outer_join(self, other: "KTable", joiner: Union[Column, KeyValueFunction]) -> "KTable":
+    def outer_join(self, other: KTable, joiner: Column | KeyValueFunction) -> KTable:
         """:meth:`join`, emitting whenever either side has a row (the missing value is null)."""
         return self._join(other, joiner, "outer")
 
-    def _join(self, other: "KTable", joiner, kind: str) -> "KTable":
+    def _join(self, other: KTable, joiner, kind: str) -> KTable:
         if not isinstance(other, KTable):
             raise KStreamsError(f"a table {kind} join takes a KTable, got {type(other).__name__}")
         api = python_api(self._spark)

@@ -6,15 +6,17 @@ Every operator counts, per micro-batch, the records it forwarded and those it dr
 ``null_keys_dropped``, ``null_values_dropped``). They are observed metrics of the query, named
 ``kstreams_<operator>_<n>``, so they also appear in ``query.lastProgress["observedMetrics"]``.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Dict, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 
 def operator_metrics(
-    progresses: Iterable[Dict[str, Any]], rates: bool = False
-) -> Dict[str, Dict[str, float]]:
+    progresses: Iterable[dict[str, Any]], rates: bool = False
+) -> dict[str, dict[str, float]]:
     """Sums the kstreams counters over query progress reports (e.g. ``query.recentProgress``).
     With ``rates=True`` each counter also gets ``<counter>-rate``: its total per second of
     micro-batch time (as Kafka Streams' ``-total`` / ``-rate`` pairs, e.g.
@@ -24,14 +26,14 @@ def operator_metrics(
     {'kstreams_deduplicate_by_key_1': {'forwarded': 980, 'duplicates_dropped': 20}}
     """
     progresses = list(progresses)
-    totals: Dict[str, Dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    totals: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for progress in progresses:
         for name, row in (progress["observedMetrics"] or {}).items():
             if name.startswith("kstreams_"):
                 values = row.asDict() if hasattr(row, "asDict") else dict(row)
                 for metric, value in values.items():
                     totals[name][metric] += int(value or 0)
-    result: Dict[str, Dict[str, float]] = {name: dict(values) for name, values in totals.items()}
+    result: dict[str, dict[str, float]] = {name: dict(values) for name, values in totals.items()}
     if rates:
         seconds = sum(p["batchDuration"] or 0 for p in progresses) / 1000.0
         for values in result.values():

@@ -18,12 +18,14 @@ runs the user's code on it. Punctuation follows the Scala API (and Kafka's ``Pun
 ...             self.context.forward(key, total, timestamp)
 >>> KStream(df).process(Sum, stores=[Stores.key_value("sums")]).df
 """
+
 from __future__ import annotations
 
 import enum
 import pickle
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any
 
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
@@ -51,7 +53,7 @@ class Record:
     key: Any
     value: Any
     timestamp: int
-    topic: Optional[str]
+    topic: str | None
     partition: int
     offset: int
 
@@ -82,7 +84,7 @@ class Processor:
     ...     def process(self, record): self.context.forward(record.key, record.value.upper())
     """
 
-    def init(self, context: "ProcessorContext") -> None:
+    def init(self, context: ProcessorContext) -> None:
         """Called first; keep the context, get stores, register schedules."""
 
     def process(self, record: Record) -> None:
@@ -157,11 +159,11 @@ class KeyValueStore:
             self._state.removeKey((_dump(key),))
         return existing
 
-    def range(self, start: Any, end: Any) -> List[Tuple[Any, Any]]:
+    def range(self, start: Any, end: Any) -> list[tuple[Any, Any]]:
         """Entries with ``start <= key <= end`` (inclusive, as in Kafka), in key order."""
         return sorted((k, v) for k, v in self.all() if start <= k <= end)
 
-    def all(self) -> Iterator[Tuple[Any, Any]]:
+    def all(self) -> Iterator[tuple[Any, Any]]:
         """Every (key, value) entry, in the state store's order."""
         for key, value in self._state.iterator():
             yield pickle.loads(key[0]), pickle.loads(value[0])
@@ -175,21 +177,22 @@ class ProcessorContext:
     """What a :class:`Processor` can see and do: ``forward``, ``schedule``, the current record's
     ``topic``/``partition``/``offset``/``timestamp``, ``stream_time``, ``get_state_store``."""
 
-    def __init__(self, node: "_LiveNode") -> None:
+    def __init__(self, node: _LiveNode) -> None:
         self._node = node
 
-    def forward(self, key: Any, value: Any, timestamp: Optional[int] = None) -> None:
+    def forward(self, key: Any, value: Any, timestamp: int | None = None) -> None:
         """Emits a record to the children (or the output); ``timestamp`` (epoch ms) defaults to
         the current record's (in a punctuation: the punctuation time)."""
         task = self._node.task
-        task.forward(self._node, key, value,
-                     task.timestamp_micros if timestamp is None else int(timestamp) * 1000)
+        task.forward(
+            self._node, key, value, task.timestamp_micros if timestamp is None else int(timestamp) * 1000
+        )
 
     def schedule(
         self,
         interval: Any,
         punctuation_type: PunctuationType = PunctuationType.STREAM_TIME,
-        punctuator: Optional[Callable[[int], None]] = None,
+        punctuator: Callable[[int], None] | None = None,
     ) -> None:
         """Calls ``punctuate`` (or ``punctuator``) every ``interval`` (a timedelta, or ms as int) of
         stream or wall-clock time. Call it from ``init``: schedules are numbered in registration
@@ -205,7 +208,7 @@ class ProcessorContext:
         return self._node.spec.name
 
     @property
-    def topic(self) -> Optional[str]:
+    def topic(self) -> str | None:
         return self._node.task.topic
 
     @property
@@ -245,9 +248,9 @@ class _NodeSpec:
 
     name: str
     supplier: Callable[[], Processor]
-    stores: List[str]
-    children: List[int]
-    sinks: List[Optional[str]]
+    stores: list[str]
+    children: list[int]
+    sinks: list[str | None]
 
 
 @dataclass
@@ -262,15 +265,16 @@ class _Schedule:
 class _LiveNode:
     """A node's processor instance and context inside one task."""
 
-    def __init__(self, task: "_Task", index: int, spec: _NodeSpec) -> None:
+    def __init__(self, task: _Task, index: int, spec: _NodeSpec) -> None:
         self.task, self.index, self.spec = task, index, spec
-        self.schedules: List[_Schedule] = []
+        self.schedules: list[_Schedule] = []
         self.initializing = True
         self.context = ProcessorContext(self)
         self.processor = task.guard(spec.name, "creating the processor", spec.supplier)
         if not isinstance(self.processor, Processor) and not hasattr(self.processor, "process"):
-            raise KStreamsError(f"the supplier of processor '{spec.name}' returned "
-                                f"{self.processor!r}, not a Processor")
+            raise KStreamsError(
+                f"the supplier of processor '{spec.name}' returned {self.processor!r}, not a Processor"
+            )
 
     def init(self) -> None:
         self.task.guard(self.spec.name, "init", lambda: self.processor.init(self.context))
@@ -281,16 +285,16 @@ class _Task:
     """One input partition (a Kafka Streams task) for one micro-batch: the processors of the DAG,
     stream time, and routing of forwarded records (synchronously, depth first, as in Kafka)."""
 
-    def __init__(self, runner: "_Runner", partition: int, processing_time_ms: int) -> None:
+    def __init__(self, runner: _Runner, partition: int, processing_time_ms: int) -> None:
         self.runner = runner
         self.partition = partition
         self.processing_time_ms = processing_time_ms
-        self.out: List[Row] = []
-        self.stores: Dict[str, KeyValueStore] = {}
+        self.out: list[Row] = []
+        self.stores: dict[str, KeyValueStore] = {}
         saved = runner.stream_time.get() if runner.stream_time.exists() else None
-        self.stream_time_micros: Optional[int] = None if saved is None else saved[0]
-        self.topic: Optional[str] = None
-        self.offset: Optional[int] = None
+        self.stream_time_micros: int | None = None if saved is None else saved[0]
+        self.topic: str | None = None
+        self.offset: int | None = None
         self.timestamp_micros = 0
         self.nodes = [_LiveNode(self, i, spec) for i, spec in enumerate(runner.nodes)]
         for node in self.nodes:  # in topology order, as Kafka initializes a task's processors
@@ -303,20 +307,22 @@ class _Task:
         except KStreamsError:
             raise
         except Exception as e:
-            raise KStreamsError(
-                f"processor '{name}' failed {where}: {type(e).__name__}: {e}") from e
+            raise KStreamsError(f"processor '{name}' failed {where}: {type(e).__name__}: {e}") from e
 
     def process(self, row: Row) -> None:
         where = f"partition {self.partition}, offset " + (
-            str(row[ORDER]) if self.runner.has_offset else "n/a (no offset column)")
+            str(row[ORDER]) if self.runner.has_offset else "n/a (no offset column)"
+        )
         if row[PARTITION] is None:
-            raise KStreamsError(f"null partition in column '{self.runner.partition_name}' at "
-                                f"offset {row[ORDER]}")
+            raise KStreamsError(
+                f"null partition in column '{self.runner.partition_name}' at offset {row[ORDER]}"
+            )
         ts = row[TIMESTAMP_MICROS]
         if ts is None:
             raise KStreamsError(
                 f"null timestamp in column '{self.runner.timestamp_name}' at {where}; fix the "
-                "producer, or pass on_null_timestamp='skip' to skip and count such records")
+                "producer, or pass on_null_timestamp='skip' to skip and count such records"
+            )
         if self.stream_time_micros is None or ts > self.stream_time_micros:
             self.stream_time_micros = ts
         self.topic = row[TOPIC]
@@ -324,26 +330,35 @@ class _Task:
         self.timestamp_micros = ts
         for child in self.runner.source_children[row[SOURCE]]:
             self.deliver(child, row[KEY], row[VALUE], ts, where)
-        self.fire_due(PunctuationType.STREAM_TIME, self.stream_time_micros // 1000,
-                      "a stream-time punctuation")
+        self.fire_due(
+            PunctuationType.STREAM_TIME, self.stream_time_micros // 1000, "a stream-time punctuation"
+        )
 
     def deliver(self, index: int, key: Any, value: Any, ts_micros: int, where: str) -> None:
         node = self.nodes[index]
-        record = Record(key, value, ts_micros // 1000, self.topic, self.partition,
-                        -1 if self.offset is None else self.offset)
+        record = Record(
+            key,
+            value,
+            ts_micros // 1000,
+            self.topic,
+            self.partition,
+            -1 if self.offset is None else self.offset,
+        )
         saved = self.timestamp_micros
         self.timestamp_micros = ts_micros
-        self.guard(node.spec.name, f"processing the record at {where}",
-                   lambda: node.processor.process(record))
+        self.guard(
+            node.spec.name, f"processing the record at {where}", lambda: node.processor.process(record)
+        )
         self.timestamp_micros = saved
 
     def forward(self, node: _LiveNode, key: Any, value: Any, ts_micros: int) -> None:
-        where = (f"partition {self.partition}, offset {self.offset}" if self.offset is not None
-                 else f"partition {self.partition} (forwarded by '{node.spec.name}' in a "
-                      "punctuation)")
+        where = (
+            f"partition {self.partition}, offset {self.offset}"
+            if self.offset is not None
+            else f"partition {self.partition} (forwarded by '{node.spec.name}' in a punctuation)"
+        )
         for sink in node.spec.sinks:
-            self.out.append(self.runner.output_row(sink, key, value, ts_micros, self.partition,
-                                                   self.offset))
+            self.out.append(self.runner.output_row(sink, key, value, ts_micros, self.partition, self.offset))
         for child in node.spec.children:
             self.deliver(child, key, value, ts_micros, where)
 
@@ -360,8 +375,9 @@ class _Task:
         for at, _, _, s in sorted(due, key=lambda d: d[:3]):
             self.topic, self.offset, self.timestamp_micros = None, None, now * 1000
             name = self.nodes[s.node].spec.name
-            self.guard(name, f"in {what} at {now} ms (partition {self.partition})",
-                       lambda: s.punctuator(now))
+            self.guard(
+                name, f"in {what} at {now} ms (partition {self.partition})", lambda s=s: s.punctuator(now)
+            )
             following = at + s.interval_ms
             if now >= following:
                 following = at + ((now - at) // s.interval_ms + 1) * s.interval_ms
@@ -373,8 +389,12 @@ class _Task:
 
     def arm_wall_clock_timer(self) -> None:
         nexts = self.runner.next_punctuation
-        wall = [nexts.getValue((s.node, s.number))[0] for node in self.nodes
-                for s in node.schedules if s.kind == PunctuationType.WALL_CLOCK_TIME]
+        wall = [
+            nexts.getValue((s.node, s.number))[0]
+            for node in self.nodes
+            for s in node.schedules
+            if s.kind == PunctuationType.WALL_CLOCK_TIME
+        ]
         if not wall:
             return
         at = min(wall)
@@ -386,26 +406,30 @@ class _Task:
             self.runner.handle.registerTimer(at)
             timer.update((at,))
 
-    def drain(self) -> List[Row]:
+    def drain(self) -> list[Row]:
         rows, self.out = self.out, []
         return rows
 
     def schedule(self, node: _LiveNode, interval: Any, kind: PunctuationType, punctuator) -> None:
         name = node.spec.name
         if not node.initializing:
-            raise KStreamsError(f"processor '{name}' called schedule outside init; "
-                                "register schedules in init")
+            raise KStreamsError(
+                f"processor '{name}' called schedule outside init; register schedules in init"
+            )
         if not isinstance(kind, PunctuationType):
-            raise KStreamsError(f"processor '{name}': punctuation type must be a PunctuationType, "
-                                f"got {kind!r}")
+            raise KStreamsError(
+                f"processor '{name}': punctuation type must be a PunctuationType, got {kind!r}"
+            )
         ms = _interval_ms(interval)
         if ms <= 0:
             raise KStreamsError(
-                f"processor '{name}': punctuation interval must be at least 1 ms, got {interval!r}")
+                f"processor '{name}': punctuation interval must be at least 1 ms, got {interval!r}"
+            )
         if kind == PunctuationType.WALL_CLOCK_TIME and self.processing_time_ms < 0:
             raise KStreamsError(
                 f"processor '{name}' scheduled a wall-clock punctuation, which needs "
-                "process(..., wall_clock=True) (Topology: start(..., wall_clock=True))")
+                "process(..., wall_clock=True) (Topology: start(..., wall_clock=True))"
+            )
         key = (node.index, len(node.schedules))
         nexts = self.runner.next_punctuation
         if not nexts.containsKey(key):
@@ -413,8 +437,7 @@ class _Task:
             # schedules to the time they are first registered.
             first = 0 if kind == PunctuationType.STREAM_TIME else self.processing_time_ms + ms
             nexts.updateValue(key, (first,))
-        node.schedules.append(_Schedule(node.index, key[1], ms, kind,
-                                        punctuator or node.processor.punctuate))
+        node.schedules.append(_Schedule(node.index, key[1], ms, kind, punctuator or node.processor.punctuate))
         if kind == PunctuationType.WALL_CLOCK_TIME:
             self.arm_wall_clock_timer()
 
@@ -424,7 +447,8 @@ class _Task:
             raise KStreamsError(
                 f"processor '{node.spec.name}' asked for store '{name}', which was not declared; "
                 f"declare it in process(..., stores=[Stores.key_value('{name}')]); "
-                f"declared: {declared}")
+                f"declared: {declared}"
+            )
         if name not in self.stores:
             self.stores[name] = KeyValueStore(name, self.runner.store_states[name])
         return self.stores[name]
@@ -449,7 +473,8 @@ def _interval_ms(interval: Any) -> int:
         return interval
     raise KStreamsError(
         f"punctuation interval must be a datetime.timedelta or milliseconds as int, "
-        f"got {type(interval).__name__} {interval!r}")
+        f"got {type(interval).__name__} {interval!r}"
+    )
 
 
 # Columns of the normalized input the runner reads (see _normalized_input).
@@ -462,9 +487,15 @@ class _Runner(StatefulProcessor):
     input partition). State: stream time, next punctuation per (node, schedule), the wall-clock
     timer, and one map per declared store (keys and values pickled)."""
 
-    def __init__(self, nodes: List[_NodeSpec], source_children: Dict[str, List[int]],
-                 timestamp_name: str, has_offset: bool, output_names: Tuple[str, ...],
-                 partition_name: str = "partition") -> None:
+    def __init__(
+        self,
+        nodes: list[_NodeSpec],
+        source_children: dict[str, list[int]],
+        timestamp_name: str,
+        has_offset: bool,
+        output_names: tuple[str, ...],
+        partition_name: str = "partition",
+    ) -> None:
         self.nodes = nodes
         self.partition_name = partition_name
         self.source_children = source_children
@@ -481,11 +512,11 @@ class _Runner(StatefulProcessor):
         self.next_punctuation = handle.getMapState(
             "punctuations",
             StructType([StructField("node", IntegerType()), StructField("n", IntegerType())]),
-            long_schema)
+            long_schema,
+        )
         binary = StructType([StructField("b", BinaryType())])
-        self.store_states = {n: handle.getMapState("store_" + n, binary, binary)
-                             for n in self.store_names}
-        self.tasks: Dict[int, _Task] = {}
+        self.store_states = {n: handle.getMapState("store_" + n, binary, binary) for n in self.store_names}
+        self.tasks: dict[int, _Task] = {}
         self.output_row = Row(*self.output_names)
 
     def _task(self, group: Any, processing_time_ms: int) -> _Task:
@@ -496,7 +527,7 @@ class _Runner(StatefulProcessor):
 
     def handleInputRows(self, key, rows, timerValues) -> Iterator[Row]:
         task = self._task(key, timerValues.getCurrentProcessingTimeInMs())
-        out: List[Row] = []
+        out: list[Row] = []
         for row in _arrival_order(rows):
             task.process(row)
             out.extend(task.drain())
@@ -521,16 +552,17 @@ def _arrival_order(rows: Iterable[Row]) -> Iterator[Row]:
     next record, as a Kafka Streams task picks the partition whose head record is oldest."""
     import heapq
 
-    by_source: Dict[str, List[Row]] = {}
+    by_source: dict[str, list[Row]] = {}
     for row in rows:
         by_source.setdefault(row[SOURCE], []).append(row)
-    low = -(2 ** 63)
-    queues = [sorted(rs, key=lambda r: r[ORDER] if r[ORDER] is not None else low)
-              for _, rs in sorted(by_source.items())]
+    low = -(2**63)
+    queues = [
+        sorted(rs, key=lambda r: r[ORDER] if r[ORDER] is not None else low)
+        for _, rs in sorted(by_source.items())
+    ]
     if len(queues) == 1:
         return iter(queues[0])
-    return heapq.merge(*queues, key=lambda r: r[TIMESTAMP_MICROS]
-                       if r[TIMESTAMP_MICROS] is not None else low)
+    return heapq.merge(*queues, key=lambda r: r[TIMESTAMP_MICROS] if r[TIMESTAMP_MICROS] is not None else low)
 
 
 def _supplier_of(supplier: Any) -> Callable[[], Processor]:
@@ -539,14 +571,17 @@ def _supplier_of(supplier: Any) -> Callable[[], Processor]:
         raise KStreamsError(
             "process takes a supplier (the processor class, or a function returning a new "
             f"processor), not an instance: got {type(supplier).__name__} instance; pass "
-            f"{type(supplier).__name__} or lambda: {type(supplier).__name__}(...)")
+            f"{type(supplier).__name__} or lambda: {type(supplier).__name__}(...)"
+        )
     if not callable(supplier):
-        raise KStreamsError(f"process takes a processor class or a function returning a "
-                            f"processor, got {type(supplier).__name__} {supplier!r}")
+        raise KStreamsError(
+            f"process takes a processor class or a function returning a "
+            f"processor, got {type(supplier).__name__} {supplier!r}"
+        )
     return supplier
 
 
-def _check_stores(stores: Iterable[StoreSpec]) -> List[str]:
+def _check_stores(stores: Iterable[StoreSpec]) -> list[str]:
     stores = list(stores)
     for s in stores:
         if not isinstance(s, StoreSpec):
@@ -554,8 +589,7 @@ def _check_stores(stores: Iterable[StoreSpec]) -> List[str]:
     names = [s.name for s in stores]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise KStreamsError(f"store names must be unique; declared more than once: "
-                            f"{', '.join(twice)}")
+        raise KStreamsError(f"store names must be unique; declared more than once: {', '.join(twice)}")
     return names
 
 
@@ -572,17 +606,27 @@ def _normalized_input(stream, source: str):
         jprepared = stream._api.processorInput(stream._jks)
     prepared = DataFrame(jprepared, stream.df.sparkSession)
     fields = {f.name: f for f in prepared.schema.fields}
-    topic = (F.col("topic") if "topic" in fields and fields["topic"].dataType.simpleString()
-             == "string" else F.lit(None).cast("string"))
+    topic = (
+        F.col("topic")
+        if "topic" in fields and fields["topic"].dataType.simpleString() == "string"
+        else F.lit(None).cast("string")
+    )
     offset = names["offset"]
     return prepared.select(
-        F.col(f"`{names['key']}`").alias(KEY), F.col(f"`{names['value']}`").alias(VALUE),
-        topic.alias(TOPIC), F.lit(source).alias(SOURCE), GROUP, PARTITION, ORDER,
-        TIMESTAMP_MICROS), offset is not None and offset in fields
+        F.col(f"`{names['key']}`").alias(KEY),
+        F.col(f"`{names['value']}`").alias(VALUE),
+        topic.alias(TOPIC),
+        F.lit(source).alias(SOURCE),
+        GROUP,
+        PARTITION,
+        ORDER,
+        TIMESTAMP_MICROS,
+    ), offset is not None and offset in fields
 
 
-def _run(inputs, nodes, source_children, timestamp_name, has_offset, key_type, value_type,
-         output_names, wall_clock):
+def _run(
+    inputs, nodes, source_children, timestamp_name, has_offset, key_type, value_type, output_names, wall_clock
+):
     """Plans the runner over the union of ``inputs`` (normalized DataFrames)."""
     df = inputs[0]
     for other in inputs[1:]:
@@ -590,19 +634,27 @@ def _run(inputs, nodes, source_children, timestamp_name, has_offset, key_type, v
             df = df.unionByName(other)
         except Exception as e:
             raise KStreamsError(f"sources must have the same key and value types: {e}") from None
-    output = StructType([
-        StructField(SINK, _string(), True),
-        StructField(output_names[0], key_type, True),
-        StructField(output_names[1], value_type, True),
-        StructField(FORWARD_TS, LongType(), False),
-        StructField(output_names[2], IntegerType(), False),
-        StructField(output_names[3], LongType(), True),
-    ])
-    runner = _Runner(nodes, source_children, timestamp_name, has_offset,
-                     (SINK, output_names[0], output_names[1], FORWARD_TS, output_names[2],
-                      output_names[3]), output_names[2])
+    output = StructType(
+        [
+            StructField(SINK, _string(), True),
+            StructField(output_names[0], key_type, True),
+            StructField(output_names[1], value_type, True),
+            StructField(FORWARD_TS, LongType(), False),
+            StructField(output_names[2], IntegerType(), False),
+            StructField(output_names[3], LongType(), True),
+        ]
+    )
+    runner = _Runner(
+        nodes,
+        source_children,
+        timestamp_name,
+        has_offset,
+        (SINK, output_names[0], output_names[1], FORWARD_TS, output_names[2], output_names[3]),
+        output_names[2],
+    )
     return df.groupBy(GROUP).transformWithState(
-        runner, output, "Append", "ProcessingTime" if wall_clock else "None")
+        runner, output, "Append", "ProcessingTime" if wall_clock else "None"
+    )
 
 
 def _string():
@@ -611,8 +663,15 @@ def _string():
     return StringType()
 
 
-def process(stream, supplier: Any, stores: Iterable[StoreSpec] = (), name: Optional[str] = None,
-            wall_clock: bool = False, key_type=None, value_type=None):
+def process(
+    stream,
+    supplier: Any,
+    stores: Iterable[StoreSpec] = (),
+    name: str | None = None,
+    wall_clock: bool = False,
+    key_type=None,
+    value_type=None,
+):
     """Implementation of :meth:`kstreams_spark.KStream.process` (which documents it)."""
     from pyspark.sql import functions as F
 
@@ -620,8 +679,10 @@ def process(stream, supplier: Any, stores: Iterable[StoreSpec] = (), name: Optio
     store_names = _check_stores(stores)
     df = stream.df
     if wall_clock and not df.isStreaming:
-        raise KStreamsError("wall-clock punctuation runs on Spark's processing-time timers, which "
-                            "need a streaming DataFrame; drop wall_clock=True for a batch DataFrame")
+        raise KStreamsError(
+            "wall-clock punctuation runs on Spark's processing-time timers, which "
+            "need a streaming DataFrame; drop wall_clock=True for a batch DataFrame"
+        )
     names = stream._names
     normalized, has_offset = _normalized_input(stream, "input")
     fields = {f.name: f for f in normalized.schema.fields}
@@ -630,10 +691,21 @@ def process(stream, supplier: Any, stores: Iterable[StoreSpec] = (), name: Optio
     partition_name = names["partition"] or "partition"
     offset_name = names["offset"] or "offset"
     node = _NodeSpec(name, supplier, store_names, children=[], sinks=[None])
-    processed = _run([normalized], [node], {"input": [0]}, names["timestamp"], has_offset,
-                     key_type or fields[KEY].dataType, value_type or fields[VALUE].dataType,
-                     (names["key"], names["value"], partition_name, offset_name), wall_clock)
+    processed = _run(
+        [normalized],
+        [node],
+        {"input": [0]},
+        names["timestamp"],
+        has_offset,
+        key_type or fields[KEY].dataType,
+        value_type or fields[VALUE].dataType,
+        (names["key"], names["value"], partition_name, offset_name),
+        wall_clock,
+    )
     return processed.select(
-        F.col(f"`{names['key']}`"), F.col(f"`{names['value']}`"),
+        F.col(f"`{names['key']}`"),
+        F.col(f"`{names['value']}`"),
         F.timestamp_micros(F.col(FORWARD_TS)).alias(names["timestamp"]),
-        F.col(f"`{partition_name}`"), F.col(f"`{offset_name}`"))
+        F.col(f"`{partition_name}`"),
+        F.col(f"`{offset_name}`"),
+    )

@@ -1,9 +1,9 @@
 """Session set-up: the bundled jars on the classpath and the RocksDB state store."""
+
 from __future__ import annotations
 
 import glob
 import os
-from typing import Optional
 from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
@@ -54,7 +54,7 @@ def kafka_connector_jars() -> list[str]:
     return sorted(glob.glob(os.path.join(KAFKA_CONNECTOR_DIR, "*.jar")))
 
 
-def _submitted_value(key: str) -> Optional[str]:
+def _submitted_value(key: str) -> str | None:
     """The value spark-submit gave ``key`` (``--jars`` is ``spark.jars``), so that configure_spark
     adds to it instead of replacing it; None when Python started without spark-submit."""
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # set only by spark-submit's PythonRunner

@@ -15,11 +15,13 @@ split among its sinks.
 >>> print(topology.describe())
 >>> queries = topology.start("/checkpoints/sums")
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
@@ -36,17 +38,17 @@ from kstreams_spark.processor import (
     _supplier_of,
 )
 
-SinkTarget = Union[str, Callable[[DataFrame, int], None]]
+SinkTarget = str | Callable[[DataFrame, int], None]
 
 
 @dataclass
 class _Node:
     kind: str  # "source", "processor" or "sink"
     name: str
-    parents: List[str]
+    parents: list[str]
     source: Any = None  # source: a DataFrame or a topic name
     supplier: Any = None
-    stores: List[str] = field(default_factory=list)
+    stores: list[str] = field(default_factory=list)
     target: Any = None
 
 
@@ -64,44 +66,63 @@ class Topology:
     >>> Topology().add_source("S", df).add_processor("P", Upper, "S").add_sink("K", "/out", "P")
     """
 
-    def __init__(self, kafka_options: Optional[Dict[str, str]] = None, key_type=None,
-                 value_type=None, **columns: Optional[str]) -> None:
-        self._nodes: Dict[str, _Node] = {}
+    def __init__(
+        self,
+        kafka_options: dict[str, str] | None = None,
+        key_type=None,
+        value_type=None,
+        **columns: str | None,
+    ) -> None:
+        self._nodes: dict[str, _Node] = {}
         self._kafka_options = dict(kafka_options or {})
         self._key_type, self._value_type = key_type, value_type
         self._columns = columns
 
-    def add_source(self, name: str, df_or_topic: Union[DataFrame, str]) -> "Topology":
+    def add_source(self, name: str, df_or_topic: DataFrame | str) -> Topology:
         """Adds a source node reading a streaming DataFrame or a Kafka topic."""
         if isinstance(df_or_topic, str):
             if not self._kafka_options:
                 raise KStreamsError(
                     f"source '{name}' names topic '{df_or_topic}', which needs "
-                    "Topology(kafka_options={'kafka.bootstrap.servers': ...}); or pass a DataFrame")
+                    "Topology(kafka_options={'kafka.bootstrap.servers': ...}); or pass a DataFrame"
+                )
         elif not isinstance(df_or_topic, DataFrame):
-            raise KStreamsError(f"source '{name}' must be a DataFrame or a topic name, got "
-                                f"{type(df_or_topic).__name__}")
+            raise KStreamsError(
+                f"source '{name}' must be a DataFrame or a topic name, got {type(df_or_topic).__name__}"
+            )
         return self._add(_Node("source", name, [], source=df_or_topic))
 
-    def add_processor(self, name: str, supplier: Any, *parents: str,
-                      stores: Sequence[StoreSpec] = ()) -> "Topology":
+    def add_processor(
+        self, name: str, supplier: Any, *parents: str, stores: Sequence[StoreSpec] = ()
+    ) -> Topology:
         """Adds a processor fed by the records its parents forward (or read, for sources)."""
-        return self._add(_Node("processor", name, self._parents(name, parents),
-                               supplier=_supplier_of(supplier), stores=_check_stores(stores)))
+        return self._add(
+            _Node(
+                "processor",
+                name,
+                self._parents(name, parents),
+                supplier=_supplier_of(supplier),
+                stores=_check_stores(stores),
+            )
+        )
 
-    def add_sink(self, name: str, target: SinkTarget, *parents: str) -> "Topology":
+    def add_sink(self, name: str, target: SinkTarget, *parents: str) -> Topology:
         """Adds a sink writing what its parent processors forward to ``target``."""
         if not (isinstance(target, str) or callable(target)):
-            raise KStreamsError(f"sink '{name}' target must be a directory or a function "
-                                f"(batch_df, batch_id), got {type(target).__name__}")
+            raise KStreamsError(
+                f"sink '{name}' target must be a directory or a function "
+                f"(batch_df, batch_id), got {type(target).__name__}"
+            )
         node = _Node("sink", name, self._parents(name, parents), target=target)
         for p in node.parents:
             if self._nodes[p].kind != "processor":
-                raise KStreamsError(f"sink '{name}': parent '{p}' is a {self._nodes[p].kind}; a "
-                                    "sink's parents must be processors")
+                raise KStreamsError(
+                    f"sink '{name}': parent '{p}' is a {self._nodes[p].kind}; a "
+                    "sink's parents must be processors"
+                )
         return self._add(node)
 
-    def _add(self, node: _Node) -> "Topology":
+    def _add(self, node: _Node) -> Topology:
         if not isinstance(node.name, str) or not node.name:
             raise KStreamsError(f"a node needs a non-empty name, got {node.name!r}")
         if node.name in self._nodes:
@@ -109,24 +130,26 @@ class Topology:
         self._nodes[node.name] = node
         return self
 
-    def _parents(self, name: str, parents: Sequence[str]) -> List[str]:
+    def _parents(self, name: str, parents: Sequence[str]) -> list[str]:
         if not parents:
             raise KStreamsError(f"'{name}' needs at least one parent")
         for p in parents:
             if p not in self._nodes:
-                raise KStreamsError(f"'{name}': parent '{p}' is not in the topology (add parents "
-                                    f"first); nodes: {', '.join(self._nodes) or 'none'}")
+                raise KStreamsError(
+                    f"'{name}': parent '{p}' is not in the topology (add parents "
+                    f"first); nodes: {', '.join(self._nodes) or 'none'}"
+                )
             if self._nodes[p].kind == "sink":
                 raise KStreamsError(f"'{name}': parent '{p}' is a sink, which has no output")
         return list(parents)
 
-    def _children(self, name: str) -> List[_Node]:
+    def _children(self, name: str) -> list[_Node]:
         return [n for n in self._nodes.values() if name in n.parents]
 
-    def _sub_topologies(self) -> List[List[_Node]]:
+    def _sub_topologies(self) -> list[list[_Node]]:
         """Connected components, in the order their first node was added."""
-        component: Dict[str, int] = {}
-        groups: List[List[str]] = []
+        component: dict[str, int] = {}
+        groups: list[list[str]] = []
         for node in self._nodes.values():
             linked = sorted({component[p] for p in node.parents})
             if not linked:
@@ -151,14 +174,14 @@ class Topology:
             lines.append(f"   Sub-topology: {i}")
             for n in nodes:
                 if n.kind == "source":
-                    what = (f"topics: [{n.source}]" if isinstance(n.source, str)
-                            else "DataFrame")
+                    what = f"topics: [{n.source}]" if isinstance(n.source, str) else "DataFrame"
                     lines.append(f"    Source: {n.name} ({what})")
                 elif n.kind == "processor":
                     lines.append(f"    Processor: {n.name} (stores: [{', '.join(n.stores)}])")
                 else:
-                    target = n.target if isinstance(n.target, str) else getattr(
-                        n.target, "__name__", "function")
+                    target = (
+                        n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "function")
+                    )
                     lines.append(f"    Sink: {n.name} (target: {target})")
                 children = [c.name for c in self._children(n.name)]
                 if children:
@@ -169,8 +192,9 @@ class Topology:
         print(text)
         return text
 
-    def start(self, checkpoint_location: str, trigger: Optional[Dict[str, Any]] = None,
-              wall_clock: bool = False) -> List[StreamingQuery]:
+    def start(
+        self, checkpoint_location: str, trigger: dict[str, Any] | None = None, wall_clock: bool = False
+    ) -> list[StreamingQuery]:
         """Starts one streaming query per sub-topology (checkpoints under
         ``checkpoint_location/sub-topology-<i>``) and returns them, running.
 
@@ -186,13 +210,14 @@ class Topology:
             checkpoint = os.path.join(checkpoint_location, f"sub-topology-{i}")
             sinks = {n.name: n.target for n in nodes if n.kind == "sink"}
             writer = plan.writeStream.option("checkpointLocation", checkpoint).foreachBatch(
-                _SinkWriter(sinks))
+                _SinkWriter(sinks)
+            )
             if trigger:
                 writer = writer.trigger(**trigger)
             queries.append(writer.start())
         return queries
 
-    def _plan(self, nodes: List[_Node], wall_clock: bool) -> DataFrame:
+    def _plan(self, nodes: list[_Node], wall_clock: bool) -> DataFrame:
         from pyspark.sql import functions as F
 
         from kstreams_spark.kstream import KStream
@@ -203,10 +228,13 @@ class Topology:
             raise KStreamsError(f"source '{sources[0].name}' feeds no processor")
         index = {n.name: i for i, n in enumerate(processors)}
         specs = [
-            _NodeSpec(n.name, n.supplier, n.stores,
-                      children=[index[c.name] for c in self._children(n.name)
-                                if c.kind == "processor"],
-                      sinks=[c.name for c in self._children(n.name) if c.kind == "sink"])
+            _NodeSpec(
+                n.name,
+                n.supplier,
+                n.stores,
+                children=[index[c.name] for c in self._children(n.name) if c.kind == "processor"],
+                sinks=[c.name for c in self._children(n.name) if c.kind == "sink"],
+            )
             for n in processors
         ]
         inputs, has_offset = [], True
@@ -215,17 +243,29 @@ class Topology:
             normalized, offset = _normalized_input(KStream(df, **self._columns), s.name)
             inputs.append(normalized)
             has_offset = has_offset and offset
-        source_children = {s.name: [index[c.name] for c in self._children(s.name)
-                                    if c.kind == "processor"] for s in sources}
+        source_children = {
+            s.name: [index[c.name] for c in self._children(s.name) if c.kind == "processor"] for s in sources
+        }
         fields = {f.name: f for f in inputs[0].schema.fields}
-        processed = _run(inputs, specs, source_children,
-                         self._columns.get("timestamp", "timestamp"), has_offset,
-                         self._key_type or fields["__kstreams_key"].dataType,
-                         self._value_type or fields["__kstreams_value"].dataType,
-                         ("key", "value", "partition", "offset"), wall_clock)
+        processed = _run(
+            inputs,
+            specs,
+            source_children,
+            self._columns.get("timestamp", "timestamp"),
+            has_offset,
+            self._key_type or fields["__kstreams_key"].dataType,
+            self._value_type or fields["__kstreams_value"].dataType,
+            ("key", "value", "partition", "offset"),
+            wall_clock,
+        )
         return processed.select(
-            SINK, "key", "value", F.timestamp_micros(F.col(FORWARD_TS)).alias("timestamp"),
-            "partition", "offset")
+            SINK,
+            "key",
+            "value",
+            F.timestamp_micros(F.col(FORWARD_TS)).alias("timestamp"),
+            "partition",
+            "offset",
+        )
 
     def _read_topic(self, topic: str) -> DataFrame:
         from pyspark.sql import SparkSession
@@ -240,7 +280,7 @@ class Topology:
 class _SinkWriter:
     """foreachBatch function: each sink's rows of the micro-batch to its target."""
 
-    def __init__(self, sinks: Dict[str, SinkTarget]) -> None:
+    def __init__(self, sinks: dict[str, SinkTarget]) -> None:
         self.sinks = sinks
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
