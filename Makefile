@@ -54,7 +54,26 @@ test-scala: $(JAR)
 test-python: install $(KAFKA_BROKER)
 	$(PY) -m pytest -q tests
 
-test: test-scala test-python
+test: lint test-scala test-python
+
+# Formatting and lint, pinned: ruff (requirements-dev.txt, settings in pyproject.toml) and
+# scalafmt (jvm/scalafmt-pom.xml, settings in .scalafmt.conf). `make test` checks, `make fmt` fixes.
+SCALAFMT_CP := .tools/scalafmt.classpath
+SCALAFMT = java -cp "$$(cat $(SCALAFMT_CP))" org.scalafmt.cli.Cli
+$(SCALAFMT_CP): jvm/scalafmt-pom.xml
+	mkdir -p .tools
+	mvn -q -B -f jvm/scalafmt-pom.xml dependency:build-classpath -Dmdep.outputFile=$(CURDIR)/$@
+
+.PHONY: lint fmt
+lint: $(VENV)/.deps $(SCALAFMT_CP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(SCALAFMT) --test
+
+fmt: $(VENV)/.deps $(SCALAFMT_CP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+	$(SCALAFMT)
 
 # The Kafka Streams conformance suite on more seeds than `make test` runs (0-39), e.g.
 # `make conformance SEEDS=0-499` or `SEEDS=7,42`.

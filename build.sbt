@@ -20,9 +20,14 @@ lazy val root = (project in file("jvm"))
     // jackson, compression codecs) are on the classpath, and a second RocksDB would clash.
     libraryDependencies ++= Seq("kafka-streams", "kafka-streams-test-utils").map(name =>
       ("org.apache.kafka" % name % "4.3.1" % Test).excludeAll(
-        ExclusionRule("org.rocksdb"), ExclusionRule("org.slf4j"), ExclusionRule("com.fasterxml.jackson.core"),
-        ExclusionRule("com.github.luben"), ExclusionRule("org.lz4"), ExclusionRule("at.yawk.lz4"),
-        ExclusionRule("org.xerial.snappy"))),
+        ExclusionRule("org.rocksdb"),
+        ExclusionRule("org.slf4j"),
+        ExclusionRule("com.fasterxml.jackson.core"),
+        ExclusionRule("com.github.luben"),
+        ExclusionRule("org.lz4"),
+        ExclusionRule("at.yawk.lz4"),
+        ExclusionRule("org.xerial.snappy")
+      )),
     scalacOptions ++= Seq("-deprecation", "-feature", "-unchecked", "-release", "17"),
     Compile / packageDoc / publishArtifact := false,
     Test / fork := true,

@@ -20,6 +20,7 @@ import org.apache.spark.sql.types._
   * event-time watermark reaches `end + grace`; a record of a closed window is dropped as late.
   */
 private[kstreams] object Aggregate {
+
   /** Names the adder's inputs have: the running aggregate and the record's value. */
   val AggInput = "__kstreams_agg"
   val ValueInput = "__kstreams_value"
@@ -33,8 +34,8 @@ private[kstreams] object Aggregate {
     * its adder. */
   final case class Fold(name: String, initializer: Option[Column], adder: Column, merger: Option[Column])
 
-  def count: Fold = Fold("kstreams_count", Some(lit(0L)), col(AggInput) + lit(1L),
-    Some(col(AggInput) + col(ValueInput)))
+  def count: Fold =
+    Fold("kstreams_count", Some(lit(0L)), col(AggInput) + lit(1L), Some(col(AggInput) + col(ValueInput)))
 
   /** What an aggregation is computed over. */
   sealed trait Windowing
@@ -51,23 +52,31 @@ private[kstreams] object Aggregate {
       case None => (None, valueType)
     }
     val operator = fold.name.stripPrefix("kstreams_")
+
     /** `expression` over (aggregate, second input), with an error saying what did not resolve. */
     def resolve(what: String, secondType: DataType, expression: Column): ColumnFunction = try {
       ColumnFunction(spark, Seq(AggInput -> aggType, ValueInput -> secondType), expression, Some(aggType))
     } catch {
-      case e: org.apache.spark.sql.AnalysisException => throw new KStreamsException(
-        s"the $what of $operator does not resolve over the aggregate (${aggType.simpleString}) and " +
-          s"the ${if (what == "adder") "value" else "other aggregate"} (${secondType.simpleString}): " +
-          e.getMessage.linesIterator.next(), e)
+      case e: org.apache.spark.sql.AnalysisException =>
+        throw new KStreamsException(
+          s"the $what of $operator does not resolve over the aggregate (${aggType.simpleString}) and " +
+            s"the ${if (what == "adder") "value" else "other aggregate"} (${secondType.simpleString}): " +
+            e.getMessage.linesIterator.next(),
+          e
+        )
     }
     val adder = resolve("adder", valueType, fold.adder)
     val windowed = windowing != Unwindowed
     val timeMode = if (windowed && input.streaming) TimeMode.EventTime() else TimeMode.None()
-    val outputSchema = StructType(Seq(
-      input.keyField.copy(name = Keyed.Key, nullable = true),
-      StructField(WindowStart, LongType), StructField(WindowEnd, LongType),
-      StructField(Result, aggType), StructField(ResultTs, LongType),
-      StructField(ArrivalOrder.Dropped, StringType)))
+    val outputSchema = StructType(
+      Seq(
+        input.keyField.copy(name = Keyed.Key, nullable = true),
+        StructField(WindowStart, LongType),
+        StructField(WindowEnd, LongType),
+        StructField(Result, aggType),
+        StructField(ResultTs, LongType),
+        StructField(ArrivalOrder.Dropped, StringType)
+      ))
     val processor = windowing match {
       case Unwindowed => new AggregateProcessor(input.layout, initial, adder, None, input.streaming)
       case Tumbling(windows) =>
@@ -76,8 +85,8 @@ private[kstreams] object Aggregate {
         val merger = resolve("session merger", aggType, fold.merger.getOrElse(fold.adder))
         new SessionAggregateProcessor(input.layout, initial, adder, merger, windows, input.streaming)
     }
-    val processed = input.grouped.transformWithState(processor, timeMode, OutputMode.Append())(
-      Encoders.row(outputSchema))
+    val processed =
+      input.grouped.transformWithState(processor, timeMode, OutputMode.Append())(Encoders.row(outputSchema))
     val name = windowing match {
       case Unwindowed => fold.name
       case Tumbling(_) => fold.name + "_windowed"
@@ -86,12 +95,15 @@ private[kstreams] object Aggregate {
     val finished = ArrivalOrder.finish(processed, name, KeyedReasons.Aggregate)
     val cols = stream.columns
     val window =
-      if (windowed) Seq(struct(timestamp_micros(col(WindowStart)).as("start"),
-        timestamp_micros(col(WindowEnd)).as("end")).as("window"))
+      if (windowed)
+        Seq(
+          struct(timestamp_micros(col(WindowStart)).as("start"), timestamp_micros(col(WindowEnd)).as("end"))
+            .as("window"))
       else Nil
-    val result = finished.select(Seq(col(Keyed.Key).as(cols.key)) ++ window ++ Seq(
-      col(Result).as(cols.value),
-      Keyed.timestampColumn(col(ResultTs), cols.timestamp, input.watermarkDelayMs)): _*)
+    val result = finished.select(
+      Seq(col(Keyed.Key).as(cols.key)) ++ window ++ Seq(
+        col(Result).as(cols.value),
+        Keyed.timestampColumn(col(ResultTs), cols.timestamp, input.watermarkDelayMs)): _*)
     KTable(result, cols)
   }
 }
@@ -103,15 +115,15 @@ private[kstreams] final class AggregateProcessor(
     initial: Option[Any],
     adder: ColumnFunction,
     windows: Option[TimeWindows],
-    streaming: Boolean) extends StatefulProcessor[Row, Row, Row] {
+    streaming: Boolean)
+    extends StatefulProcessor[Row, Row, Row] {
 
   @transient private var results: MapState[Long, Row] = _
   private val width = 6
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
     val stateSchema = StructType(Seq(StructField("aggregate", adder.dataType), StructField("ts", LongType)))
-    results = getHandle.getMapState[Long, Row](
-      "results", Encoders.scalaLong, Encoders.row(stateSchema), TTLConfig.NONE)
+    results = getHandle.getMapState[Long, Row]("results", Encoders.scalaLong, Encoders.row(stateSchema), TTLConfig.NONE)
   }
 
   private def marker(reason: String): Row = Keyed.marker(width, reason)
@@ -139,7 +151,8 @@ private[kstreams] final class AggregateProcessor(
         else {
           // a null aggregate is no aggregate, as in Kafka's stores (a put of null deletes): the
           // next record starts from the initializer again (reduce: from its own value)
-          val old = if (results.containsKey(start)) Some(results.getValue(start)).filter(!_.isNullAt(0))
+          val old =
+            if (results.containsKey(start)) Some(results.getValue(start)).filter(!_.isNullAt(0))
             else None
           val value = r.get(valueIndex)
           val folded = old match {
@@ -147,15 +160,16 @@ private[kstreams] final class AggregateProcessor(
             case None => initial.map(i => adder(i, value)).getOrElse(value)
           }
           val newTs = old.map(o => Math.max(o.getLong(1), ts)).getOrElse(ts)
-          val idempotent = old.exists(o => newTs >= o.getLong(1) &&
-            java.util.Arrays.equals(adder.serialize(folded), adder.serialize(o.get(0))))
+          val idempotent = old.exists(o =>
+            newTs >= o.getLong(1) &&
+              java.util.Arrays.equals(adder.serialize(folded), adder.serialize(o.get(0))))
           if (idempotent) out += marker(KeyedReasons.Idempotent)
           else {
             if (old.isEmpty && windows.isDefined && streaming)
               getHandle.registerTimer(Math.floorDiv(closeMicros + 999L, 1000L))
             results.updateValue(start, Row(folded, newTs))
             out += (if (windows.isDefined) Row(keyValue, start, end, folded, newTs, null)
-              else Row(keyValue, null, null, folded, newTs, null))
+                    else Row(keyValue, null, null, folded, newTs, null))
           }
         }
       }
@@ -164,7 +178,9 @@ private[kstreams] final class AggregateProcessor(
   }
 
   override def handleExpiredTimer(
-      key: Row, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
+      key: Row,
+      timerValues: TimerValues,
+      expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
     val watermarkMicros = timerValues.getCurrentWatermarkInMs() * 1000L
     val grace = windows.map(_.graceMicros).getOrElse(0L)
     val size = windows.map(_.sizeMicros).getOrElse(0L)
@@ -188,16 +204,16 @@ private[kstreams] final class SessionAggregateProcessor(
     adder: ColumnFunction,
     merger: ColumnFunction,
     windows: SessionWindows,
-    streaming: Boolean) extends StatefulProcessor[Row, Row, Row] {
+    streaming: Boolean)
+    extends StatefulProcessor[Row, Row, Row] {
 
   @transient private var sessions: MapState[Long, Row] = _
   private val width = 6
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
-    val schema = StructType(Seq(StructField("end", LongType), StructField("aggregate", adder.dataType),
-      StructField("ts", LongType)))
-    sessions = getHandle.getMapState[Long, Row](
-      "sessions", Encoders.scalaLong, Encoders.row(schema), TTLConfig.NONE)
+    val schema = StructType(
+      Seq(StructField("end", LongType), StructField("aggregate", adder.dataType), StructField("ts", LongType)))
+    sessions = getHandle.getMapState[Long, Row]("sessions", Encoders.scalaLong, Encoders.row(schema), TTLConfig.NONE)
   }
 
   /** The watermark from which on no record can reach a session ending at `end`. */
@@ -214,9 +230,13 @@ private[kstreams] final class SessionAggregateProcessor(
       else if (r.isNullAt(layout.tsIndex)) out += Keyed.marker(width, KeyedReasons.NullTimestamp)
       else {
         val ts = r.getLong(layout.tsIndex)
-        val touching = sessions.iterator().filter { case (start, s) =>
-          ts >= start - windows.gapMicros && ts <= s.getLong(0) + windows.gapMicros
-        }.toList.sortBy(_._1)
+        val touching = sessions
+          .iterator()
+          .filter { case (start, s) =>
+            ts >= start - windows.gapMicros && ts <= s.getLong(0) + windows.gapMicros
+          }
+          .toList
+          .sortBy(_._1)
         val start = (ts :: touching.map(_._1)).min
         val end = (ts :: touching.map(_._2.getLong(0))).max
         // Kafka's rule (KStreamSessionWindowAggregate) with the watermark for stream time: late when
@@ -227,9 +247,13 @@ private[kstreams] final class SessionAggregateProcessor(
           // As Kafka: the touched sessions' aggregates are merged into a fresh initial aggregate
           // (reduce has none: the first session's aggregate starts it)
           val aggregates = touching.map(_._2.get(1))
-          val merged = if (aggregates.isEmpty) None
-            else Some(initial.map(i => aggregates.foldLeft(i)((a, b) => merger(a, b)))
-              .getOrElse(aggregates.reduce((a, b) => merger(a, b))))
+          val merged =
+            if (aggregates.isEmpty) None
+            else
+              Some(
+                initial
+                  .map(i => aggregates.foldLeft(i)((a, b) => merger(a, b)))
+                  .getOrElse(aggregates.reduce((a, b) => merger(a, b))))
           val value = r.get(valueIndex)
           val folded = merged match {
             case Some(agg) => adder(agg, value)
@@ -242,7 +266,7 @@ private[kstreams] final class SessionAggregateProcessor(
           val alone = start == ts && end == ts
           val same = alone && folded != null && touching.exists { case (_, old) =>
             !old.isNullAt(1) && newTs >= old.getLong(2) &&
-              java.util.Arrays.equals(adder.serialize(folded), adder.serialize(old.get(1)))
+            java.util.Arrays.equals(adder.serialize(folded), adder.serialize(old.get(1)))
           }
           if (same) out += Keyed.marker(width, KeyedReasons.Idempotent)
           else {
@@ -265,10 +289,16 @@ private[kstreams] final class SessionAggregateProcessor(
   }
 
   override def handleExpiredTimer(
-      key: Row, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
+      key: Row,
+      timerValues: TimerValues,
+      expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
     val watermarkMicros = timerValues.getCurrentWatermarkInMs() * 1000L
-    sessions.iterator().filter { case (_, s) => expiry(s.getLong(0)) < watermarkMicros }
-      .map(_._1).toList.foreach(sessions.removeKey)
+    sessions
+      .iterator()
+      .filter { case (_, s) => expiry(s.getLong(0)) < watermarkMicros }
+      .map(_._1)
+      .toList
+      .foreach(sessions.removeKey)
     Iterator.empty
   }
 }

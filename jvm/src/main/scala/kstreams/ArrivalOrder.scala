@@ -28,6 +28,7 @@ private[kstreams] object ArrivalOrder {
   val Partition = "__kstreams_partition"
   val Order = "__kstreams_order"
   val TimestampMicros = "__kstreams_ts"
+
   /** Output column saying why a row was dropped (null: forwarded); see [[finish]]. */
   val Dropped = "__kstreams_dropped"
   private val Count = "__kstreams_count"
@@ -77,7 +78,8 @@ private[kstreams] object ArrivalOrder {
       partitionIndex = schema.fieldIndex(Partition),
       orderIndex = schema.fieldIndex(Order),
       timestampMicrosIndex = schema.fieldIndex(TimestampMicros),
-      extraIndex = extra.map { case (name, _) => name -> schema.fieldIndex(name) }.toMap)
+      extraIndex = extra.map { case (name, _) => name -> schema.fieldIndex(name) }.toMap
+    )
     val grouped = sorted
       .groupBy(col(Group))
       .as[Int, Row](Encoders.scalaInt, Encoders.row(schema))
@@ -102,7 +104,8 @@ private[kstreams] object ArrivalOrder {
       keyParts: Seq[Column],
       watermarkDelayMicros: Option[Long]): (KeyValueGroupedDataset[Int, CompactRecord], StructType) = {
     val named = compactByPartition(df, columns, keyParts, watermarkDelayMicros)
-    (named.groupBy(col(Group)).as[Int, CompactRecord](Encoders.scalaInt, Encoders.product[CompactRecord]),
+    (
+      named.groupBy(col(Group)).as[Int, CompactRecord](Encoders.scalaInt, Encoders.product[CompactRecord]),
       userSchema(df, columns))
   }
 
@@ -117,13 +120,23 @@ private[kstreams] object ArrivalOrder {
       groups: Int,
       watermarkDelayMicros: Option[Long]): (KeyValueGroupedDataset[Int, SpreadRecord], StructType) = {
     val spread = compactByPartition(df, columns, keyParts, watermarkDelayMicros)
-      .select(pmod(hash(col("key")), lit(groups)).as("group"), col("partition"), col("ordering"),
-        col("timestampMicros"), lit(Long.MinValue).as("streamTimeMicros"), col("offset"), col("keyNull"),
-        col("key"), col(Payload), lit(false).as("marker"))
+      .select(
+        pmod(hash(col("key")), lit(groups)).as("group"),
+        col("partition"),
+        col("ordering"),
+        col("timestampMicros"),
+        lit(Long.MinValue).as("streamTimeMicros"),
+        col("offset"),
+        col("keyNull"),
+        col("key"),
+        col(Payload),
+        lit(false).as("marker")
+      )
       .as[SpreadRecord](Encoders.product[SpreadRecord])
       .mapPartitions(SpreadRecord.withStreamTimes(groups) _)(Encoders.product[SpreadRecord])
     val sorted = ArrivalOrderSort.partitionAndSort(spread.toDF(), "group", Seq("partition", "ordering"))
-    (sorted.groupBy(col("group")).as[Int, SpreadRecord](Encoders.scalaInt, Encoders.product[SpreadRecord]),
+    (
+      sorted.groupBy(col("group")).as[Int, SpreadRecord](Encoders.scalaInt, Encoders.product[SpreadRecord]),
       userSchema(df, columns))
   }
 
@@ -142,21 +155,32 @@ private[kstreams] object ArrivalOrder {
     val checked = watermarkAndCheck(df, columns, watermarkDelayMicros)
     val partitionCol = partitionColumn(columns)
     val offsetCol = offsetColumn(columns)
-    val tsMicros = columns.timestamp.map(f => timestampMicros(f.name, partitionCol, offsetCol, failOnNull = true))
+    val tsMicros = columns.timestamp
+      .map(f => timestampMicros(f.name, partitionCol, offsetCol, failOnNull = true))
       .getOrElse(lit(null).cast(LongType))
     val userColumns = df.schema.fields.toSeq.map(f => col(quote(f.name)))
     val sorted = ArrivalOrderSort.partitionAndSort(
-      checked.select(userColumns ++ Seq(coalesce(partitionCol, lit(-1)).as(Group),
-        offsetCol.getOrElse(tsMicros).as(Order)): _*),
-      Group, Seq(Order))
-    val checkedPartition = when(partitionCol.isNull, raise_error(concat(
-      lit(s"null partition in column '${columns.partition.map(_.name).getOrElse("")}' at "),
-      whereColumn(partitionCol, offsetCol)))).otherwise(partitionCol)
-    sorted.select(col(Group), checkedPartition.as("partition"), col(Order).as("ordering"),
+      checked.select(
+        userColumns ++ Seq(coalesce(partitionCol, lit(-1)).as(Group), offsetCol.getOrElse(tsMicros).as(Order)): _*),
+      Group,
+      Seq(Order))
+    val checkedPartition = when(
+      partitionCol.isNull,
+      raise_error(
+        concat(
+          lit(s"null partition in column '${columns.partition.map(_.name).getOrElse("")}' at "),
+          whereColumn(partitionCol, offsetCol)))
+    ).otherwise(partitionCol)
+    sorted.select(
+      col(Group),
+      checkedPartition.as("partition"),
+      col(Order).as("ordering"),
       tsMicros.as("timestampMicros"),
       coalesce(offsetCol.getOrElse(lit(null).cast(LongType)), lit(Long.MinValue)).as("offset"),
-      keyParts.map(_.isNull).reduce(_ || _).as("keyNull"), RowBytes.encode(keyParts).as("key"),
-      RowBytes.encode(userColumns).as(Payload))
+      keyParts.map(_.isNull).reduce(_ || _).as("keyNull"),
+      RowBytes.encode(keyParts).as("key"),
+      RowBytes.encode(userColumns).as(Payload)
+    )
   }
 
   /** Decodes [[Payload]] back into the user's columns (with their original types and nullability). */
@@ -166,7 +190,9 @@ private[kstreams] object ArrivalOrder {
   /** `df` with the watermark the operator adds when it has none, and without the records of null
     * timestamp when those are to be skipped (counted in an observed metric). */
   private def watermarkAndCheck(
-      df: DataFrame, columns: ResolvedColumns, watermarkDelayMicros: Option[Long]): DataFrame = {
+      df: DataFrame,
+      columns: ResolvedColumns,
+      watermarkDelayMicros: Option[Long]): DataFrame = {
     val tsName = columns.timestamp.map(_.name)
     val watermarked = (watermarkDelayMicros, tsName) match {
       case (Some(delay), Some(ts)) if df.isStreaming && !hasWatermark(df) =>
@@ -223,26 +249,38 @@ private[kstreams] object ArrivalOrder {
       tsMicros.as(TimestampMicros))
     val sorted = ArrivalOrderSort.partitionAndSort(
       checked.select(userSelected ++ helpers ++ extra.map { case (name, c) => c.as(name) }: _*),
-      Group, Seq(Partition, Order))
+      Group,
+      Seq(Partition, Order))
     (sorted, userSchema(df, columns))
   }
 
   /** `partition 3, offset 42` as a column, for errors raised inside Catalyst. */
   private def whereColumn(partition: Column, offset: Option[Column]): Column =
-    concat(lit("partition "), coalesce(partition.cast(StringType), lit("null")),
-      lit(", offset "), offset.map(o => coalesce(o.cast(StringType), lit("null")))
-        .getOrElse(lit("n/a (no offset column)")))
+    concat(
+      lit("partition "),
+      coalesce(partition.cast(StringType), lit("null")),
+      lit(", offset "),
+      offset
+        .map(o => coalesce(o.cast(StringType), lit("null")))
+        .getOrElse(lit("n/a (no offset column)"))
+    )
 
   /** The timestamp column `name` in microseconds; with `failOnNull`, a null fails the query with an
     * error naming the column, partition and offset (spec section 1). */
-  def timestampMicros(name: String, partition: Column, offset: Option[Column], failOnNull: Boolean)
-      : Column =
+  def timestampMicros(name: String, partition: Column, offset: Option[Column], failOnNull: Boolean): Column =
     if (!failOnNull) unix_micros(col(quote(name)))
-    else when(col(quote(name)).isNull, raise_error(concat(
-      lit(s"null timestamp in column '$name' at "), whereColumn(partition, offset),
-      lit("; fix the producer, or pass on_null_timestamp='skip' (Scala: NullTimestamps.Skip) " +
-        "to skip and count such records"))))
-      .otherwise(unix_micros(col(quote(name))))
+    else
+      when(
+        col(quote(name)).isNull,
+        raise_error(
+          concat(
+            lit(s"null timestamp in column '$name' at "),
+            whereColumn(partition, offset),
+            lit("; fix the producer, or pass on_null_timestamp='skip' (Scala: NullTimestamps.Skip) " +
+              "to skip and count such records")
+          ))
+      )
+        .otherwise(unix_micros(col(quote(name))))
 
   /** Counts what the processor forwarded and dropped (by reason) as the observed metric `name` of
     * the query progress, then keeps the forwarded rows only and drops helper columns.
@@ -275,13 +313,19 @@ private[kstreams] object ArrivalOrder {
   /** `base`, or `base_2`, `base_3`... if the plan already observes under that name: names stay the
     * same when the same code restarts a query, and never clash inside one query. */
   private def observationName(df: DataFrame, base: String): String = {
-    val taken = df.asInstanceOf[org.apache.spark.sql.classic.Dataset[Row]].queryExecution.logical
-      .collect { case m: CollectMetrics => m.name }.toSet
+    val taken = df
+      .asInstanceOf[org.apache.spark.sql.classic.Dataset[Row]]
+      .queryExecution
+      .logical
+      .collect { case m: CollectMetrics => m.name }
+      .toSet
     (Iterator.single(base) ++ Iterator.from(2).map(i => s"${base}_$i")).find(!taken(_)).get
   }
 
   def hasWatermark(df: DataFrame): Boolean =
-    df.asInstanceOf[org.apache.spark.sql.classic.Dataset[Row]].queryExecution.logical
+    df.asInstanceOf[org.apache.spark.sql.classic.Dataset[Row]]
+      .queryExecution
+      .logical
       .exists(_.isInstanceOf[EventTimeWatermark])
 
   def quote(name: String): String = "`" + name.replace("`", "``") + "`"
@@ -334,13 +378,12 @@ private[kstreams] object GroupScope {
 
 /** Checks that each partition's rows arrive in offset (or timestamp) order and that the fields the
   * spec needs are present, naming the partition and offset when they are not. */
-private[kstreams] final class OrderCheck(
-    layout: ArrivalOrder.Layout, timestampRequired: Boolean = true) {
+private[kstreams] final class OrderCheck(layout: ArrivalOrder.Layout, timestampRequired: Boolean = true) {
   private val last = mutable.HashMap.empty[Int, Long]
 
   def check(row: Row): Unit = {
     if (timestampRequired && layout.timestampName.isDefined &&
-        row.isNullAt(layout.timestampMicrosIndex))
+      row.isNullAt(layout.timestampMicrosIndex))
       throw new KStreamsException(
         s"null timestamp in column '${layout.timestampName.get}' at ${layout.where(row)}; " +
           "fix the producer, or pass on_null_timestamp='skip' (Scala: NullTimestamps.Skip) " +
@@ -370,12 +413,13 @@ private[kstreams] final class StreamTimes(state: MapState[Int, Long]) {
   private val changed = mutable.HashSet.empty[Int]
 
   /** Stream time of `partition` so far (Long.MinValue before its first record). */
-  def current(partition: Int): Long = times.getOrElseUpdate(partition,
-    if (state.containsKey(partition)) state.getValue(partition) else Long.MinValue)
+  def current(partition: Int): Long =
+    times.getOrElseUpdate(partition, if (state.containsKey(partition)) state.getValue(partition) else Long.MinValue)
 
   def advance(partition: Int, ts: Long): Long = {
     val before = current(partition)
-    if (ts > before) { times(partition) = ts; changed += partition; ts } else before
+    if (ts > before) { times(partition) = ts; changed += partition; ts }
+    else before
   }
 
   def flush(): Unit = changed.foreach(p => state.updateValue(p, times(p)))

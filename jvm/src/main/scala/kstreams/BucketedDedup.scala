@@ -47,12 +47,16 @@ import org.apache.spark.unsafe.hash.Murmur3_x86_32
   * (not one marker row per dropped record), read by [[ArrivalOrder.finishCounted]].
   */
 private[kstreams] final class BucketedDedupProcessor(
-    intervalMicros: Long, hasOffset: Boolean, useTimers: Boolean, memorySetting: Long)
+    intervalMicros: Long,
+    hasOffset: Boolean,
+    useTimers: Boolean,
+    memorySetting: Long)
     extends StatefulProcessor[Int, CompactRecord, CompactOutput] {
 
   import BucketedDedupProcessor._
 
   private val bucketMicros = math.max(intervalMicros, 1000000L)
+
   /** Tells this operator's maps apart from other operators' of the same query in [[DedupCaches]];
     * made once on the driver, so the same in every micro-batch of a run. */
   private val operatorId = java.util.UUID.randomUUID().toString
@@ -66,37 +70,43 @@ private[kstreams] final class BucketedDedupProcessor(
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
     buckets = new TimeBucketChunks(getHandle, bucketMicros)
-    streamTimes = getHandle.getMapState[Int, Long](
-      "streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
+    streamTimes = getHandle.getMapState[Int, Long]("streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
     entries = getHandle.getMapState[Array[Byte], DedupEntry](
-      "entries", Encoders.BINARY, Encoders.product[DedupEntry], TTLConfig.NONE)
-    mode = getHandle.getValueState[DedupStoreMode](
-      "mode", Encoders.product[DedupStoreMode], TTLConfig.NONE)
+      "entries",
+      Encoders.BINARY,
+      Encoders.product[DedupEntry],
+      TTLConfig.NONE)
+    mode = getHandle.getValueState[DedupStoreMode]("mode", Encoders.product[DedupStoreMode], TTLConfig.NONE)
     sweeper = new Sweeper(getHandle, math.max(intervalMicros, IdleSweepMicros))
   }
 
   override def handleInputRows(
-      group: Int, rows: Iterator[CompactRecord], timerValues: TimerValues): Iterator[CompactOutput] = {
+      group: Int,
+      rows: Iterator[CompactRecord],
+      timerValues: TimerValues): Iterator[CompactOutput] = {
     val times = new StreamTimes(streamTimes)
     var store: GroupStore = null // opened at the group's first record
     var partition = 0
     var streamTime = Long.MinValue // of the group's one partition: kept here, stored once
     var duplicates = 0L
     var lastOrder = Long.MinValue
-    val forwarded = rows.filter { r =>
-      if (r.ordering < lastOrder) throw new IllegalStateException(
-        s"kstreams internal error: partition ${r.partition} arrived out of order " +
-          s"(${r.ordering} after $lastOrder). Please report this with the query plan.")
-      lastOrder = r.ordering
-      if (store == null) {
-        partition = r.partition; streamTime = times.current(partition)
-        store = new GroupStore(group, liveFromOf(streamTime))
+    val forwarded = rows
+      .filter { r =>
+        if (r.ordering < lastOrder)
+          throw new IllegalStateException(
+            s"kstreams internal error: partition ${r.partition} arrived out of order " +
+              s"(${r.ordering} after $lastOrder). Please report this with the query plan.")
+        lastOrder = r.ordering
+        if (store == null) {
+          partition = r.partition; streamTime = times.current(partition)
+          store = new GroupStore(group, liveFromOf(streamTime))
+        }
+        if (r.timestampMicros > streamTime) streamTime = r.timestampMicros
+        val forward = r.keyNull || store.shouldForward(r, streamTime - intervalMicros)
+        if (!forward) duplicates += 1
+        forward
       }
-      if (r.timestampMicros > streamTime) streamTime = r.timestampMicros
-      val forward = r.keyNull || store.shouldForward(r, streamTime - intervalMicros)
-      if (!forward) duplicates += 1
-      forward
-    }.map(r => CompactOutput(r.payload, null, 1L))
+      .map(r => CompactOutput(r.payload, null, 1L))
     forwarded ++ {
       if (store != null) {
         times.advance(partition, streamTime)
@@ -129,8 +139,9 @@ private[kstreams] final class BucketedDedupProcessor(
 
     private var live: EntryMap =
       if (spilled) new EntryMap
-      else id.flatMap(i => if (stored == null) None else DedupCaches.checkOut(i, stored.token))
-        .getOrElse(load(liveFromAtStart, pushedOut = id.exists(DedupCaches.pushedOut)))
+      else
+        id.flatMap(i => if (stored == null) None else DedupCaches.checkOut(i, stored.token))
+          .getOrElse(load(liveFromAtStart, pushedOut = id.exists(DedupCaches.pushedOut)))
 
     /** The spec's rule for a record with a non-null key; updates the entries. */
     def shouldForward(r: CompactRecord, liveFrom: Long): Boolean = {
@@ -139,7 +150,8 @@ private[kstreams] final class BucketedDedupProcessor(
       var slot = live.slotOf(r.key)
       if (spilled && !live.occupied(slot)) { // first sight of the key in this micro-batch
         val e = entries.getValue(r.key)
-        slot = if (e == null) live.set(slot, r.key, Long.MinValue, Long.MinValue, added = false)
+        slot =
+          if (e == null) live.set(slot, r.key, Long.MinValue, Long.MinValue, added = false)
           else live.set(slot, r.key, e.timestampMicros, e.offset, added = false)
       }
       val isLive = live.occupied(slot) && live.ts(slot) >= liveFrom
@@ -219,12 +231,15 @@ private[kstreams] final class BucketedDedupProcessor(
       while (it.hasNext) {
         if (pushedOut || map.estimatedBytes > budgetBytes / 2) {
           // one row per key in `entries`, newest wins
-          buckets.all().foreach(bytes => decode(bytes) { (key, ts, offset) =>
-            if (ts >= liveFrom) {
-              val e = entries.getValue(key)
-              if (e == null || e.timestampMicros < ts) entries.updateValue(key, DedupEntry(ts, offset))
-            }
-          })
+          buckets
+            .all()
+            .foreach(bytes =>
+              decode(bytes) { (key, ts, offset) =>
+                if (ts >= liveFrom) {
+                  val e = entries.getValue(key)
+                  if (e == null || e.timestampMicros < ts) entries.updateValue(key, DedupEntry(ts, offset))
+                }
+              })
           spilled = true
           return new EntryMap
         }
@@ -242,14 +257,23 @@ private[kstreams] final class BucketedDedupProcessor(
     * (`ts < evictBelow`): a key whose entry was replaced by a younger one keeps it. */
   private def removeBuckets(dead: Seq[(Long, Int)], evictBelow: Long, spilled: Boolean): Unit =
     dead.foreach { case (bucket, count) =>
-      buckets.remove(bucket, count, if (!spilled) None else Some(bytes => decode(bytes) { (key, _, _) =>
-        val e = entries.getValue(key)
-        if (e != null && e.timestampMicros < evictBelow) entries.removeKey(key)
-      }))
+      buckets.remove(
+        bucket,
+        count,
+        if (!spilled) None
+        else
+          Some(bytes =>
+            decode(bytes) { (key, _, _) =>
+              val e = entries.getValue(key)
+              if (e != null && e.timestampMicros < evictBelow) entries.removeKey(key)
+            })
+      )
     }
 
   override def handleExpiredTimer(
-      group: Int, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[CompactOutput] = {
+      group: Int,
+      timerValues: TimerValues,
+      expiredTimerInfo: ExpiredTimerInfo): Iterator[CompactOutput] = {
     sweeper.fired(timerValues, streamTimes) { sweepTime =>
       val evictBelow = sweepTime - intervalMicros
       val dead = buckets.deadBuckets(evictBelow)
@@ -285,6 +309,7 @@ final case class DedupEntry(timestampMicros: Long, offset: Long)
 final case class DedupStoreMode(token: Long, spilled: Boolean)
 
 private[kstreams] object BucketedDedupProcessor {
+
   /** A spilled group's map is flushed at the budget, but never holding fewer entries than this
     * (an empty map's arrays alone take about 25 KB). */
   val MinFlushEntries = 256
@@ -304,11 +329,14 @@ private[kstreams] object BucketedDedupProcessor {
   /** Entries as `[key length][key][timestamp][offset]`, one after the other, in chunks of at most
     * [[TimeBucketChunks.MaxChunkEntries]]. */
   def encode(live: EntryMap, slots: Seq[Int]): Seq[Array[Byte]] =
-    slots.grouped(TimeBucketChunks.MaxChunkEntries).map { part =>
-      val out = ByteBuffer.allocate(part.iterator.map(s => 4 + live.key(s).length + 16).sum)
-      part.foreach(s => out.putInt(live.key(s).length).put(live.key(s)).putLong(live.ts(s)).putLong(live.offset(s)))
-      out.array()
-    }.toSeq
+    slots
+      .grouped(TimeBucketChunks.MaxChunkEntries)
+      .map { part =>
+        val out = ByteBuffer.allocate(part.iterator.map(s => 4 + live.key(s).length + 16).sum)
+        part.foreach(s => out.putInt(live.key(s).length).put(live.key(s)).putLong(live.ts(s)).putLong(live.offset(s)))
+        out.array()
+      }
+      .toSeq
 
   def decode(bytes: Array[Byte])(f: (Array[Byte], Long, Long) => Unit): Unit = {
     val in = ByteBuffer.wrap(bytes)
@@ -332,6 +360,7 @@ private[kstreams] object BucketedDedupProcessor {
     private var addedFlags = new Array[Boolean](capacity)
     private var count = 0
     private var keyBytes = 0L
+
     /** Size at which the processor drops dead entries next (twice the live size of the last time). */
     var compactAt: Int = 1 << 16
 

@@ -24,6 +24,7 @@ import org.apache.spark.sql.SparkSession
   * [[clear]] drops them all.
   */
 private[kstreams] object DedupCaches {
+
   /** Session setting: memory for dedup entries per executor JVM, e.g. `512m`; default a quarter
     * of the JVM's maximum heap. A partition whose live entries need more keeps them in RocksDB
     * only and looks records up one by one (README "The dedup store"). */
@@ -31,14 +32,19 @@ private[kstreams] object DedupCaches {
 
   /** Bytes for [[MemoryConf]] set on `session`, or 0 for the default (resolved on the executor). */
   def memorySetting(session: SparkSession): Long =
-    session.conf.getOption(MemoryConf).map { text =>
-      val bytes =
-        try JavaUtils.byteStringAsBytes(text.trim)
-        catch { case _: NumberFormatException =>
-          throw new KStreamsException(s"cannot read $MemoryConf='$text': give a size such as 512m or 2g") }
-      if (bytes <= 0) throw new KStreamsException(s"$MemoryConf must be positive, got '$text'")
-      bytes
-    }.getOrElse(0L)
+    session.conf
+      .getOption(MemoryConf)
+      .map { text =>
+        val bytes =
+          try JavaUtils.byteStringAsBytes(text.trim)
+          catch {
+            case _: NumberFormatException =>
+              throw new KStreamsException(s"cannot read $MemoryConf='$text': give a size such as 512m or 2g")
+          }
+        if (bytes <= 0) throw new KStreamsException(s"$MemoryConf must be positive, got '$text'")
+        bytes
+      }
+      .getOrElse(0L)
 
   /** The budget in bytes: the setting, or a quarter of this JVM's maximum heap. */
   def budgetBytes(setting: Long): Long =

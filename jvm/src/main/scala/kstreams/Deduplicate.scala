@@ -11,6 +11,7 @@ import org.apache.spark.sql.streaming._
   * spread over id hash groups.
   */
 private[kstreams] object Deduplicate {
+
   /** Plans the operator on `df`; `parts` are the columns that together form the dedup key. */
   def apply(
       df: DataFrame,
@@ -22,7 +23,8 @@ private[kstreams] object Deduplicate {
     Sessions.requireStateStore(df)
     val resolved = columns.resolve(df)
     parts.foreach { case (name, c) =>
-      StreamColumns.checkKeyType(s"dedup key part '$name'", df.select(c).schema.head.dataType) }
+      StreamColumns.checkKeyType(s"dedup key part '$name'", df.select(c).schema.head.dataType)
+    }
     scope match {
       case GroupScope.PerPartition => perPartition(df, resolved, parts, intervalMicros, metricName)
       case GroupScope.Global => global(df, resolved, parts, intervalMicros, metricName)
@@ -36,15 +38,19 @@ private[kstreams] object Deduplicate {
       parts: Seq[(String, Column)],
       intervalMicros: Long,
       metricName: String): DataFrame = {
-    val (grouped, userSchema) = ArrivalOrder.prepareSpread(
-      df, resolved, parts.map(_._2), SpreadRecord.Groups, Some(intervalMicros))
-    val processor = new GlobalDedupProcessor(intervalMicros, hasOffset = resolved.offset.isDefined,
-      useTimers = df.isStreaming, memorySetting = DedupCaches.memorySetting(df.sparkSession))
+    val (grouped, userSchema) =
+      ArrivalOrder.prepareSpread(df, resolved, parts.map(_._2), SpreadRecord.Groups, Some(intervalMicros))
+    val processor = new GlobalDedupProcessor(
+      intervalMicros,
+      hasOffset = resolved.offset.isDefined,
+      useTimers = df.isStreaming,
+      memorySetting = DedupCaches.memorySetting(df.sparkSession))
     val timeMode = if (df.isStreaming) TimeMode.EventTime() else TimeMode.None()
-    val processed = grouped.transformWithState(processor, timeMode, OutputMode.Append())(
-      Encoders.product[CompactOutput]).toDF()
+    val processed =
+      grouped.transformWithState(processor, timeMode, OutputMode.Append())(Encoders.product[CompactOutput]).toDF()
     ArrivalOrder.unpack(
-      ArrivalOrder.finishCounted(processed, metricName, Seq(ArrivalOrder.Reasons.Duplicate)), userSchema)
+      ArrivalOrder.finishCounted(processed, metricName, Seq(ArrivalOrder.Reasons.Duplicate)),
+      userSchema)
   }
 
   /** By-key and by-key-value: state per input partition, in the time-bucketed compact processor. */
@@ -54,14 +60,17 @@ private[kstreams] object Deduplicate {
       parts: Seq[(String, Column)],
       intervalMicros: Long,
       metricName: String): DataFrame = {
-    val (grouped, userSchema) = ArrivalOrder.prepareCompact(
-      df, resolved, parts.map(_._2), Some(intervalMicros))
-    val processor = new BucketedDedupProcessor(intervalMicros, hasOffset = resolved.offset.isDefined,
-      useTimers = df.isStreaming, memorySetting = DedupCaches.memorySetting(df.sparkSession))
+    val (grouped, userSchema) = ArrivalOrder.prepareCompact(df, resolved, parts.map(_._2), Some(intervalMicros))
+    val processor = new BucketedDedupProcessor(
+      intervalMicros,
+      hasOffset = resolved.offset.isDefined,
+      useTimers = df.isStreaming,
+      memorySetting = DedupCaches.memorySetting(df.sparkSession))
     val timeMode = if (df.isStreaming) TimeMode.EventTime() else TimeMode.None()
-    val processed = grouped.transformWithState(processor, timeMode, OutputMode.Append())(
-      Encoders.product[CompactOutput]).toDF()
+    val processed =
+      grouped.transformWithState(processor, timeMode, OutputMode.Append())(Encoders.product[CompactOutput]).toDF()
     ArrivalOrder.unpack(
-      ArrivalOrder.finishCounted(processed, metricName, Seq(ArrivalOrder.Reasons.Duplicate)), userSchema)
+      ArrivalOrder.finishCounted(processed, metricName, Seq(ArrivalOrder.Reasons.Duplicate)),
+      userSchema)
   }
 }

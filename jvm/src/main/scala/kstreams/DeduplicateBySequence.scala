@@ -16,17 +16,21 @@ private[kstreams] object DeduplicateBySequence {
     val resolved = columns.resolve(df, timestampRequired = false)
     KStream.resolveId(df, sequence, "sequence") match {
       case LongType | IntegerType | ShortType | ByteType =>
-      case other => throw new KStreamsException(
-        s"sequence expression $sequence has type ${other.simpleString}; it must be an integer " +
-          "(cast it, e.g. col('seq').cast('long'))")
+      case other =>
+        throw new KStreamsException(
+          s"sequence expression $sequence has type ${other.simpleString}; it must be an integer " +
+            "(cast it, e.g. col('seq').cast('long'))")
     }
-    val prepared = ArrivalOrder.prepare(df, resolved, GroupScope.PerPartition,
-      Seq(Sequence -> sequence.cast(LongType)), watermarkDelayMicros = None)
+    val prepared = ArrivalOrder.prepare(
+      df,
+      resolved,
+      GroupScope.PerPartition,
+      Seq(Sequence -> sequence.cast(LongType)),
+      watermarkDelayMicros = None)
     val processor = new SequenceProcessor(prepared.layout, prepared.layout.extraIndex(Sequence))
-    val processed = prepared.grouped.transformWithState(
-      processor, TimeMode.None(), OutputMode.Append())(Encoders.row(prepared.outputSchema()))
-    ArrivalOrder.finish(processed, "kstreams_deduplicate_by_sequence",
-      Seq(ArrivalOrder.Reasons.Duplicate))
+    val processed = prepared.grouped.transformWithState(processor, TimeMode.None(), OutputMode.Append())(
+      Encoders.row(prepared.outputSchema()))
+    ArrivalOrder.finish(processed, "kstreams_deduplicate_by_sequence", Seq(ArrivalOrder.Reasons.Duplicate))
   }
 }
 
@@ -38,11 +42,9 @@ private[kstreams] final class SequenceProcessor(layout: ArrivalOrder.Layout, seq
   @transient private var highWater: MapState[Int, Long] = _
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit =
-    highWater = getHandle.getMapState[Int, Long](
-      "highWater", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
+    highWater = getHandle.getMapState[Int, Long]("highWater", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
 
-  override def handleInputRows(
-      group: Int, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
+  override def handleInputRows(group: Int, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
     val order = new OrderCheck(layout, timestampRequired = false)
     val marks = scala.collection.mutable.HashMap.empty[Int, Long]
     val changed = scala.collection.mutable.HashSet.empty[Int]
@@ -52,7 +54,8 @@ private[kstreams] final class SequenceProcessor(layout: ArrivalOrder.Layout, seq
       else {
         val partition = row.getInt(layout.partitionIndex)
         val sequence = row.getLong(sequenceIndex)
-        val mark = marks.getOrElseUpdate(partition,
+        val mark = marks.getOrElseUpdate(
+          partition,
           if (highWater.containsKey(partition)) highWater.getValue(partition) else Long.MinValue)
         if (sequence > mark) {
           marks(partition) = sequence

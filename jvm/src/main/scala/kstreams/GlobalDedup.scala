@@ -29,6 +29,7 @@ final case class SpreadRecord(
     marker: Boolean)
 
 private[kstreams] object SpreadRecord {
+
   /** Number of id hash groups of `deduplicate`: the unit of its state, so part of every
     * checkpoint (changing it needs a new checkpoint; the processor checks). 64 groups keep up to
     * 64 tasks busy and cost 64 marker rows per input partition and micro-batch. */
@@ -42,9 +43,10 @@ private[kstreams] object SpreadRecord {
     var partition = 0
     var maxMicros = Long.MinValue
     var started = false
-    def markers(p: Int, tsMicros: Long): Iterator[SpreadRecord] = Iterator.range(0, groups).map(g =>
-      SpreadRecord(g, p, Long.MaxValue, tsMicros, tsMicros, Long.MinValue, keyNull = true, null, null,
-        marker = true))
+    def markers(p: Int, tsMicros: Long): Iterator[SpreadRecord] = Iterator
+      .range(0, groups)
+      .map(g =>
+        SpreadRecord(g, p, Long.MaxValue, tsMicros, tsMicros, Long.MinValue, keyNull = true, null, null, marker = true))
     records.flatMap { r =>
       val before = if (started && r.partition != partition) markers(partition, maxMicros) else Iterator.empty
       if (!started || r.partition != partition) {
@@ -84,7 +86,10 @@ private[kstreams] object SpreadRecord {
   * section 8).
   */
 private[kstreams] final class GlobalDedupProcessor(
-    intervalMicros: Long, hasOffset: Boolean, useTimers: Boolean, memorySetting: Long)
+    intervalMicros: Long,
+    hasOffset: Boolean,
+    useTimers: Boolean,
+    memorySetting: Long)
     extends StatefulProcessor[Int, SpreadRecord, CompactOutput] {
 
   import GlobalDedupProcessor._
@@ -100,16 +105,20 @@ private[kstreams] final class GlobalDedupProcessor(
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
     entries = getHandle.getMapState[Array[Byte], GlobalDedupEntry](
-      "entries", Encoders.BINARY, Encoders.product[GlobalDedupEntry], TTLConfig.NONE)
+      "entries",
+      Encoders.BINARY,
+      Encoders.product[GlobalDedupEntry],
+      TTLConfig.NONE)
     buckets = new TimeBucketChunks(getHandle, bucketMicros)
-    streamTimes = getHandle.getMapState[Int, Long](
-      "streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
+    streamTimes = getHandle.getMapState[Int, Long]("streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
     groups = getHandle.getValueState[Int]("groups", Encoders.scalaInt, TTLConfig.NONE)
     sweeper = new Sweeper(getHandle, math.max(intervalMicros, BucketedDedupProcessor.IdleSweepMicros))
   }
 
   override def handleInputRows(
-      group: Int, rows: Iterator[SpreadRecord], timerValues: TimerValues): Iterator[CompactOutput] = {
+      group: Int,
+      rows: Iterator[SpreadRecord],
+      timerValues: TimerValues): Iterator[CompactOutput] = {
     checkLayout(group)
     val times = new StreamTimes(streamTimes)
     dropDeadBuckets(slowestStreamTime() - intervalMicros)
@@ -118,23 +127,25 @@ private[kstreams] final class GlobalDedupProcessor(
     var duplicates = 0L
     var lastPartition = Int.MinValue
     var lastOrder = Long.MinValue
-    val forwarded = rows.filter { r =>
-      if (r.partition < lastPartition || (r.partition == lastPartition && r.ordering < lastOrder))
-        throw new IllegalStateException(
-          s"kstreams internal error: partition ${r.partition} arrived out of order in deduplicate " +
-            s"(offset ${r.ordering} after partition $lastPartition, $lastOrder). Please report this " +
-            "with the query plan.")
-      lastPartition = r.partition; lastOrder = r.ordering
-      if (r.marker) {
-        batchMax(r.partition) = math.max(batchMax.getOrElse(r.partition, Long.MinValue), r.timestampMicros)
-        false
-      } else {
-        val streamTime = math.max(times.current(r.partition), r.streamTimeMicros)
-        val forward = r.keyNull || shouldForward(r, streamTime - intervalMicros, touched)
-        if (!forward) duplicates += 1
-        forward
+    val forwarded = rows
+      .filter { r =>
+        if (r.partition < lastPartition || (r.partition == lastPartition && r.ordering < lastOrder))
+          throw new IllegalStateException(
+            s"kstreams internal error: partition ${r.partition} arrived out of order in deduplicate " +
+              s"(offset ${r.ordering} after partition $lastPartition, $lastOrder). Please report this " +
+              "with the query plan.")
+        lastPartition = r.partition; lastOrder = r.ordering
+        if (r.marker) {
+          batchMax(r.partition) = math.max(batchMax.getOrElse(r.partition, Long.MinValue), r.timestampMicros)
+          false
+        } else {
+          val streamTime = math.max(times.current(r.partition), r.streamTimeMicros)
+          val forward = r.keyNull || shouldForward(r, streamTime - intervalMicros, touched)
+          if (!forward) duplicates += 1
+          forward
+        }
       }
-    }.map(r => CompactOutput(r.payload, null, 1L))
+      .map(r => CompactOutput(r.payload, null, 1L))
     forwarded ++ {
       touched.flush()
       batchMax.foreach { case (p, ts) => times.advance(p, ts) }
@@ -210,10 +221,14 @@ private[kstreams] final class GlobalDedupProcessor(
     * dead (an id written again later keeps its newer entry). */
   private def dropDeadBuckets(evictBelow: Long): Unit =
     buckets.deadBuckets(evictBelow).foreach { case (bucket, count) =>
-      buckets.remove(bucket, count, Some(bytes => decodeKeys(bytes) { key =>
-        val e = entries.getValue(key)
-        if (e != null && e.timestampMicros < evictBelow) entries.removeKey(key)
-      }))
+      buckets.remove(
+        bucket,
+        count,
+        Some(bytes =>
+          decodeKeys(bytes) { key =>
+            val e = entries.getValue(key)
+            if (e != null && e.timestampMicros < evictBelow) entries.removeKey(key)
+          }))
     }
 
   /** The smallest stream time of the partitions this group knows (Long.MinValue for none). */
@@ -227,15 +242,18 @@ private[kstreams] final class GlobalDedupProcessor(
   private def checkLayout(group: Int): Unit =
     if (groups.exists()) {
       val written = groups.get()
-      if (written != SpreadRecord.Groups) throw new KStreamsException(
-        s"this checkpoint's deduplicate state is spread over $written id groups, this version of " +
-          s"kstreams uses ${SpreadRecord.Groups}: run the query from a new checkpoint")
+      if (written != SpreadRecord.Groups)
+        throw new KStreamsException(
+          s"this checkpoint's deduplicate state is spread over $written id groups, this version of " +
+            s"kstreams uses ${SpreadRecord.Groups}: run the query from a new checkpoint")
     } else if (streamTimes.exists()) {
       throw new KStreamsException(OneGroupCheckpoint)
     } else groups.update(SpreadRecord.Groups)
 
   override def handleExpiredTimer(
-      group: Int, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[CompactOutput] = {
+      group: Int,
+      timerValues: TimerValues,
+      expiredTimerInfo: ExpiredTimerInfo): Iterator[CompactOutput] = {
     checkLayout(group)
     sweeper.fired(timerValues, streamTimes) { sweepTime =>
       dropDeadBuckets(sweepTime - intervalMicros)
@@ -276,11 +294,14 @@ private[kstreams] object GlobalDedupProcessor {
   /** Ids as `[length][bytes]`, one after the other, in chunks of at most
     * [[TimeBucketChunks.MaxChunkEntries]]. */
   def encodeKeys(keys: Seq[Array[Byte]]): Seq[Array[Byte]] =
-    keys.grouped(TimeBucketChunks.MaxChunkEntries).map { part =>
-      val out = ByteBuffer.allocate(part.iterator.map(4 + _.length).sum)
-      part.foreach(k => out.putInt(k.length).put(k))
-      out.array()
-    }.toSeq
+    keys
+      .grouped(TimeBucketChunks.MaxChunkEntries)
+      .map { part =>
+        val out = ByteBuffer.allocate(part.iterator.map(4 + _.length).sum)
+        part.foreach(k => out.putInt(k.length).put(k))
+        out.array()
+      }
+      .toSeq
 
   def decodeKeys(bytes: Array[Byte])(f: Array[Byte] => Unit): Unit = {
     val in = ByteBuffer.wrap(bytes)

@@ -45,8 +45,8 @@ object Intervals {
       val unit = unitMicros.getOrElse(m.group(2), throw unparsable(text))
       BigDecimal(m.group(1)) * unit
     }.sum
-    if (!total.isWhole) throw new KStreamsException(
-      s"interval '$text' is finer than a microsecond, the precision of Spark timestamps")
+    if (!total.isWhole)
+      throw new KStreamsException(s"interval '$text' is finer than a microsecond, the precision of Spark timestamps")
     total.toLongExact
   }
 

@@ -100,8 +100,11 @@ final class KStream(val df: DataFrame, val columns: StreamColumns) {
   def map(mapper: (Column, Column) => (Column, Column)): KStream = {
     val (newKey, newValue) = mapper(keyColumn, valueColumn)
     val keyed = df.withColumns(Map(KStream.NewKey -> newKey, KStream.NewValue -> newValue))
-    withDf(keyed.withColumn(columns.key, col(KStream.NewKey)).withColumn(columns.value, col(KStream.NewValue))
-      .drop(KStream.NewKey, KStream.NewValue))
+    withDf(
+      keyed
+        .withColumn(columns.key, col(KStream.NewKey))
+        .withColumn(columns.value, col(KStream.NewValue))
+        .drop(KStream.NewKey, KStream.NewValue))
   }
 
   /** Replaces each record by the records of `mapper(key, value)`, an array of structs with fields
@@ -109,8 +112,11 @@ final class KStream(val df: DataFrame, val columns: StreamColumns) {
     * {{{ KStream(df).flatMap((k, v) => array(struct(k.as("key"), v.as("value")))) }}} */
   def flatMap(mapper: (Column, Column) => Column): KStream = {
     val exploded = df.withColumn(KStream.NewKey, explode(mapper(keyColumn, valueColumn)))
-    withDf(exploded.withColumn(columns.key, col(s"${KStream.NewKey}.key"))
-      .withColumn(columns.value, col(s"${KStream.NewKey}.value")).drop(KStream.NewKey))
+    withDf(
+      exploded
+        .withColumn(columns.key, col(s"${KStream.NewKey}.key"))
+        .withColumn(columns.value, col(s"${KStream.NewKey}.value"))
+        .drop(KStream.NewKey))
   }
 
   /** Replaces each record by one record per element of the array `mapper(value)`.
@@ -133,9 +139,10 @@ final class KStream(val df: DataFrame, val columns: StreamColumns) {
 
   /** Both streams' records (same columns). {{{ KStream(a).merge(KStream(b)) }}} */
   def merge(other: KStream): KStream = {
-    if (df.columns.toSet != other.df.columns.toSet) throw new KStreamsException(
-      s"merge needs streams with the same columns; this has ${df.columns.mkString(", ")}, " +
-        s"the other has ${other.df.columns.mkString(", ")}")
+    if (df.columns.toSet != other.df.columns.toSet)
+      throw new KStreamsException(
+        s"merge needs streams with the same columns; this has ${df.columns.mkString(", ")}, " +
+          s"the other has ${other.df.columns.mkString(", ")}")
     withDf(df.unionByName(other.df))
   }
 
@@ -151,10 +158,14 @@ final class KStream(val df: DataFrame, val columns: StreamColumns) {
     }
     val keyType = columns.keyField(df).dataType
     val valueType = KStream.resolveId(df, valueColumn, "value")
-    val tsHeader = struct(lit("kstreams.timestamp").as("key"),
+    val tsHeader = struct(
+      lit("kstreams.timestamp").as("key"),
       unix_millis(col(ArrivalOrder.quote(columns.timestamp))).cast(StringType).cast(BinaryType).as("value"))
-    df.select(bytes(keyColumn, keyType).as("key"), bytes(valueColumn, valueType).as("value"),
-      lit(topic).as("topic"), array(tsHeader).as("headers"))
+    df.select(
+      bytes(keyColumn, keyType).as("key"),
+      bytes(valueColumn, valueType).as("value"),
+      lit(topic).as("topic"),
+      array(tsHeader).as("headers"))
   }
 
   /** Writes the stream to the Kafka topic `topic` (see [[toKafkaRecords]]); set the servers and
@@ -209,21 +220,32 @@ final class KStream(val df: DataFrame, val columns: StreamColumns) {
 
   private def dedupByKey(intervalMicros: Long): KStream = {
     val key = columns.keyField(df)
-    withDf(Deduplicate(df, columns, Seq("key" -> col(ArrivalOrder.quote(key.name))),
-      GroupScope.PerPartition, intervalMicros, "kstreams_deduplicate_by_key"))
+    withDf(
+      Deduplicate(
+        df,
+        columns,
+        Seq("key" -> col(ArrivalOrder.quote(key.name))),
+        GroupScope.PerPartition,
+        intervalMicros,
+        "kstreams_deduplicate_by_key"))
   }
 
   private def dedupByKeyValue(id: Column, intervalMicros: Long): KStream = {
     val key = columns.keyField(df)
     KStream.resolveId(df, id)
-    withDf(Deduplicate(df, columns, Seq("key" -> col(ArrivalOrder.quote(key.name)), "id" -> id),
-      GroupScope.PerPartition, intervalMicros, "kstreams_deduplicate_by_key_value"))
+    withDf(
+      Deduplicate(
+        df,
+        columns,
+        Seq("key" -> col(ArrivalOrder.quote(key.name)), "id" -> id),
+        GroupScope.PerPartition,
+        intervalMicros,
+        "kstreams_deduplicate_by_key_value"))
   }
 
   private def dedupGlobal(id: Column, intervalMicros: Long): KStream = {
     KStream.resolveId(df, id)
-    withDf(Deduplicate(df, columns, Seq("id" -> id),
-      GroupScope.Global, intervalMicros, "kstreams_deduplicate"))
+    withDf(Deduplicate(df, columns, Seq("id" -> id), GroupScope.Global, intervalMicros, "kstreams_deduplicate"))
   }
 
   private[kstreams] def withDf(result: DataFrame) = new KStream(result, columns)
@@ -258,7 +280,9 @@ object KStream {
         throw new KStreamsException(
           s"the $what expression $id does not resolve on this DataFrame (is it a column of another " +
             s"DataFrame or session?); available columns: ${df.schema.fieldNames.mkString(", ")}. " +
-            s"Spark said: ${e.getMessage.linesIterator.next()}", e)
+            s"Spark said: ${e.getMessage.linesIterator.next()}",
+          e
+        )
     }
   }
 }
@@ -271,6 +295,7 @@ object KStream {
   * }}}
   */
 final class BranchedKStream private[kstreams] (stream: KStream, branches: Seq[(String, Column)]) {
+
   /** Adds a branch named `name` for the records `predicate` is true for (null counts as false). */
   def branch(predicate: Column, name: String): BranchedKStream = {
     if (branches.exists(_._1 == name)) throw new KStreamsException(s"branch name '$name' is used twice")

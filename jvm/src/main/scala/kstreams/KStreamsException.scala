@@ -10,5 +10,4 @@ package kstreams
   * catch { case e: KStreamsException => println(e.getMessage) }
   * }}}
   */
-class KStreamsException(message: String, cause: Throwable = null)
-    extends RuntimeException(message, cause)
+class KStreamsException(message: String, cause: Throwable = null) extends RuntimeException(message, cause)

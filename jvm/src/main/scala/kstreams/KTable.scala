@@ -28,8 +28,16 @@ final class KTable private[kstreams] (changes: DataFrame, val columns: StreamCol
   /** The update stream with its changes numbered in the order the table made them, for an
     * operator that must apply them in that order (a table join), never re-ordered by timestamp. */
   private[kstreams] def changeStream: KStream =
-    KStream(changes, StreamColumns(columns.key, columns.value, columns.timestamp, partition = None,
-      offset = Some(KTable.ChangeOrder), onNullTimestamp = columns.onNullTimestamp))
+    KStream(
+      changes,
+      StreamColumns(
+        columns.key,
+        columns.value,
+        columns.timestamp,
+        partition = None,
+        offset = Some(KTable.ChangeOrder),
+        onNullTimestamp = columns.onNullTimestamp)
+    )
 
   /** Inner join with `other` on the key: whenever either side changes and both have a row, emits
     * `joiner(thisValue, otherValue)` at the later of the two rows' timestamps; a delete on either
@@ -50,6 +58,7 @@ final class KTable private[kstreams] (changes: DataFrame, val columns: StreamCol
 }
 
 object KTable {
+
   /** Hidden column of a table's changes: increasing in the order the producing task emitted them.
     * A key's changes all come from the one task that holds the key, so per key this is the order
     * of its changes inside a micro-batch (micro-batches are in order anyway). */
@@ -58,7 +67,8 @@ object KTable {
   /** The table whose changes are `result`'s rows, as the processor that made them emitted them
     * (call it on the processor's output before any shuffle). */
   private[kstreams] def apply(result: DataFrame, columns: StreamColumns): KTable =
-    new KTable(result.withColumn(ChangeOrder, ChangeSequence.column()),
+    new KTable(
+      result.withColumn(ChangeOrder, ChangeSequence.column()),
       StreamColumns(columns.key, columns.value, columns.timestamp, None, None, columns.onNullTimestamp))
 
   /** `stream` read as a table (Kafka's `toTable()`): the latest value per key in arrival order, a
@@ -68,17 +78,26 @@ object KTable {
   private[kstreams] def fromStream(stream: KStream): KTable = {
     val input = Keyed.prepare(Seq(Keyed.SideInput(stream)))
     val valueType = input.valueTypes.head
-    val outputSchema = StructType(Seq(
-      input.keyField.copy(name = Keyed.Key, nullable = true),
-      StructField(Keyed.value(0), valueType), StructField(Keyed.Ts, LongType),
-      StructField(ArrivalOrder.Dropped, StringType)))
+    val outputSchema = StructType(
+      Seq(
+        input.keyField.copy(name = Keyed.Key, nullable = true),
+        StructField(Keyed.value(0), valueType),
+        StructField(Keyed.Ts, LongType),
+        StructField(ArrivalOrder.Dropped, StringType)
+      ))
     val processed = input.grouped.transformWithState(
-      new TableSourceProcessor(input.layout, valueType), TimeMode.None(), OutputMode.Append())(
-      Encoders.row(outputSchema))
+      new TableSourceProcessor(input.layout, valueType),
+      TimeMode.None(),
+      OutputMode.Append())(Encoders.row(outputSchema))
     val cols = stream.columns
-    val result = ArrivalOrder.finish(processed, "kstreams_to_table",
-      Seq(KeyedReasons.NullKey, KeyedReasons.NullTimestamp, KeyedReasons.Idempotent))
-      .select(col(Keyed.Key).as(cols.key), col(Keyed.value(0)).as(cols.value),
+    val result = ArrivalOrder
+      .finish(
+        processed,
+        "kstreams_to_table",
+        Seq(KeyedReasons.NullKey, KeyedReasons.NullTimestamp, KeyedReasons.Idempotent))
+      .select(
+        col(Keyed.Key).as(cols.key),
+        col(Keyed.value(0)).as(cols.value),
         Keyed.timestampColumn(col(Keyed.Ts), cols.timestamp, input.watermarkDelayMs))
     KTable(result, cols)
   }
@@ -111,8 +130,8 @@ private[kstreams] final class TableSourceProcessor(layout: Keyed.Layout, valueTy
           out += Row(keyValue, null, ts, null)
         } else {
           val bytes = serialize(value)
-          val idempotent = stored.exists(s =>
-            ts >= s.getLong(1) && java.util.Arrays.equals(bytes, s.getAs[Array[Byte]](0)))
+          val idempotent =
+            stored.exists(s => ts >= s.getLong(1) && java.util.Arrays.equals(bytes, s.getAs[Array[Byte]](0)))
           if (idempotent) out += Keyed.marker(4, KeyedReasons.Idempotent)
           else {
             stored = Some(Row(bytes, ts))
@@ -146,14 +165,19 @@ private[kstreams] object TableJoin {
 
   def apply(left: KTable, right: KTable, joiner: (Column, Column) => Column, kind: JoinKind): KTable = {
     val input = Keyed.prepare(Seq(Keyed.SideInput(left.changeStream), Keyed.SideInput(right.changeStream)))
-    val outputSchema = StructType(Seq(
-      input.keyField.copy(name = Keyed.Key, nullable = true),
-      StructField(Keyed.value(0), input.valueTypes(0)), StructField(Keyed.value(1), input.valueTypes(1)),
-      StructField(Tombstone, BooleanType), StructField(Keyed.Ts, LongType),
-      StructField(ArrivalOrder.Dropped, StringType)))
+    val outputSchema = StructType(
+      Seq(
+        input.keyField.copy(name = Keyed.Key, nullable = true),
+        StructField(Keyed.value(0), input.valueTypes(0)),
+        StructField(Keyed.value(1), input.valueTypes(1)),
+        StructField(Tombstone, BooleanType),
+        StructField(Keyed.Ts, LongType),
+        StructField(ArrivalOrder.Dropped, StringType)
+      ))
     val processed = input.grouped.transformWithState(
-      new TableJoinProcessor(input.layout, kind, input.valueTypes), TimeMode.None(), OutputMode.Append())(
-      Encoders.row(outputSchema))
+      new TableJoinProcessor(input.layout, kind, input.valueTypes),
+      TimeMode.None(),
+      OutputMode.Append())(Encoders.row(outputSchema))
     val cols = left.columns
     val joined = joiner(col(Keyed.value(0)), col(Keyed.value(1)))
     val name = kind match {
@@ -161,25 +185,31 @@ private[kstreams] object TableJoin {
       case JoinKind.Left => "kstreams_table_left_join"
       case JoinKind.Outer => "kstreams_table_outer_join"
     }
-    val result = ArrivalOrder.finish(processed, name, Seq(KeyedReasons.NullKey, KeyedReasons.NullTimestamp))
-      .select(col(Keyed.Key).as(cols.key),
+    val result = ArrivalOrder
+      .finish(processed, name, Seq(KeyedReasons.NullKey, KeyedReasons.NullTimestamp))
+      .select(
+        col(Keyed.Key).as(cols.key),
         when(col(Tombstone), lit(null)).otherwise(joined).as(cols.value),
-        Keyed.timestampColumn(col(Keyed.Ts), cols.timestamp, input.watermarkDelayMs))
+        Keyed.timestampColumn(col(Keyed.Ts), cols.timestamp, input.watermarkDelayMs)
+      )
     KTable(result, cols)
   }
 }
 
 /** One key's rows of both tables; emits the join result of each change. */
-private[kstreams] final class TableJoinProcessor(
-    layout: Keyed.Layout, kind: JoinKind, valueTypes: Seq[DataType])
+private[kstreams] final class TableJoinProcessor(layout: Keyed.Layout, kind: JoinKind, valueTypes: Seq[DataType])
     extends StatefulProcessor[Row, Row, Row] {
+
   /** value0, ts0, value1, ts1: a side without a row has null value and timestamp. */
   @transient private var current: ValueState[Row] = _
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
-    val schema = StructType(Seq(
-      StructField("value0", valueTypes(0)), StructField("ts0", LongType),
-      StructField("value1", valueTypes(1)), StructField("ts1", LongType)))
+    val schema = StructType(
+      Seq(
+        StructField("value0", valueTypes(0)),
+        StructField("ts0", LongType),
+        StructField("value1", valueTypes(1)),
+        StructField("ts1", LongType)))
     current = getHandle.getValueState[Row]("current", Encoders.row(schema), TTLConfig.NONE)
   }
 

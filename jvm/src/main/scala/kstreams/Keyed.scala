@@ -53,10 +53,11 @@ private[kstreams] object Keyed {
     sides.foreach(s => Sessions.requireStateStore(s.stream.df))
     val keyFields = sides.map(s => s.stream.columns.keyField(s.stream.df))
     keyFields.zip(sides).tail.foreach { case (f, s) =>
-      if (f.dataType != keyFields.head.dataType) throw new KStreamsException(
-        s"keys of the two sides differ in type: '${keyFields.head.name}' is " +
-          s"${keyFields.head.dataType.simpleString}, '${f.name}' is ${f.dataType.simpleString}; " +
-          "cast one side's key so both have the same type")
+      if (f.dataType != keyFields.head.dataType)
+        throw new KStreamsException(
+          s"keys of the two sides differ in type: '${keyFields.head.name}' is " +
+            s"${keyFields.head.dataType.simpleString}, '${f.name}' is ${f.dataType.simpleString}; " +
+            "cast one side's key so both have the same type")
     }
     val valueColumns = sides.map { s =>
       s.value.getOrElse {
@@ -74,34 +75,47 @@ private[kstreams] object Keyed {
       val tsName = resolved.timestamp.get.name
       val watermarked =
         if (df.isStreaming && !ArrivalOrder.hasWatermark(df)) df.withWatermark(tsName, "0 seconds") else df
-      val partition = resolved.partition.map(f => col(ArrivalOrder.quote(f.name)).cast(IntegerType))
+      val partition = resolved.partition
+        .map(f => col(ArrivalOrder.quote(f.name)).cast(IntegerType))
         .getOrElse(lit(0))
       val offset = resolved.offset.map(f => col(ArrivalOrder.quote(f.name)).cast(LongType))
-      val tsMicros = ArrivalOrder.timestampMicros(tsName, partition, offset,
+      val tsMicros = ArrivalOrder.timestampMicros(
+        tsName,
+        partition,
+        offset,
         failOnNull = side.stream.columns.onNullTimestamp == NullTimestamps.Fail)
       val values = sides.indices.map { i =>
         (if (i == index) valueColumns(i) else lit(null).cast(valueTypes(i))).as(value(i))
       }
-      watermarked.select(Seq(
-        col(ArrivalOrder.quote(keyFields(index).name)).as(Key),
-        lit(index).as(Side),
-        coalesce(partition, lit(-1)).as(Partition),
-        offset.getOrElse(tsMicros).as(Order),
-        tsMicros.as(Ts)) ++ values: _*)
+      watermarked.select(
+        Seq(
+          col(ArrivalOrder.quote(keyFields(index).name)).as(Key),
+          lit(index).as(Side),
+          coalesce(partition, lit(-1)).as(Partition),
+          offset.getOrElse(tsMicros).as(Order),
+          tsMicros.as(Ts)
+        ) ++ values: _*)
     }
     val unioned = ObservedNames.distinct(selected).reduce(_ union _)
     val schema = unioned.schema
     val keySchema = StructType(Seq(schema(Key)))
     val grouped = unioned.groupBy(col(Key)).as[Row, Row](Encoders.row(keySchema), Encoders.row(schema))
     val defaultDelay = if (streaming) Some(0L) else None
-    Input(grouped, Layout(sides.size, first.columns.onNullTimestamp, first.columns.timestamp),
-      keyFields.head, valueTypes, delays.flatten.reduceOption(_ max _).orElse(defaultDelay), streaming)
+    Input(
+      grouped,
+      Layout(sides.size, first.columns.onNullTimestamp, first.columns.timestamp),
+      keyFields.head,
+      valueTypes,
+      delays.flatten.reduceOption(_ max _).orElse(defaultDelay),
+      streaming
+    )
   }
 
   /** The watermark delay of the stream's timestamp column, if it has one. */
   private def inputWatermarkDelayMs(stream: KStream): Option[Long] = {
     val fields = stream.df.schema.fields
-    fields.find(_.name == stream.columns.timestamp)
+    fields
+      .find(_.name == stream.columns.timestamp)
       .filter(_.metadata.contains(WatermarkDelayKey))
       .map(_.metadata.getLong(WatermarkDelayKey))
   }
@@ -110,15 +124,19 @@ private[kstreams] object Keyed {
   def arrivalOrder(rows: Iterator[Row], layout: Layout): Seq[Row] = {
     val bySide = Array.fill(layout.sides)(mutable.ArrayBuffer.empty[Row])
     rows.foreach(r => bySide(r.getInt(layout.sideIndex)) += r)
-    val sorted = bySide.map(_.sortBy(r => (r.getInt(layout.partitionIndex),
-      if (r.isNullAt(layout.orderIndex)) Long.MinValue else r.getLong(layout.orderIndex))))
+    val sorted = bySide.map(
+      _.sortBy(r =>
+        (
+          r.getInt(layout.partitionIndex),
+          if (r.isNullAt(layout.orderIndex)) Long.MinValue else r.getLong(layout.orderIndex))))
     if (layout.sides == 1) sorted(0).toSeq
     else {
       val heads = Array.fill(layout.sides)(0)
       val out = mutable.ArrayBuffer.empty[Row]
       def ts(r: Row): Long = if (r.isNullAt(layout.tsIndex)) Long.MinValue else r.getLong(layout.tsIndex)
       while (heads.indices.exists(i => heads(i) < sorted(i).size)) {
-        val next = heads.indices.filter(i => heads(i) < sorted(i).size)
+        val next = heads.indices
+          .filter(i => heads(i) < sorted(i).size)
           .minBy(i => (ts(sorted(i)(heads(i))), i))
         out += sorted(next)(heads(next))
         heads(next) += 1
@@ -154,4 +172,3 @@ private[kstreams] object KeyedReasons {
   val Idempotent = "idempotent-updates-dropped"
   val Aggregate = Seq(NullKey, NullValue, NullTimestamp, ArrivalOrder.Reasons.Late, Idempotent)
 }
-

@@ -6,6 +6,7 @@ import org.apache.spark.sql.{Column, DataFrame}
   * Python never reimplements operator logic; it builds a [[KStream]] here and calls its methods.
   */
 object PythonAPI {
+
   /** A [[KStream]] over `df`; `partition` / `offset` may be null for "no such column". */
   def kstream(
       df: DataFrame,
@@ -15,8 +16,9 @@ object PythonAPI {
       partition: String,
       offset: String,
       onNullTimestamp: String): KStream =
-    KStream(df, StreamColumns(key, value, timestamp, Option(partition), Option(offset),
-      NullTimestamps.parse(onNullTimestamp)))
+    KStream(
+      df,
+      StreamColumns(key, value, timestamp, Option(partition), Option(offset), NullTimestamps.parse(onNullTimestamp)))
 
   /** Frees the dedup maps kept in this JVM (the driver's; in local mode every task's), returning
     * the bytes they held; see [[DedupCaches.clear]]. */
@@ -38,14 +40,16 @@ object PythonAPI {
 
   /** Tumbling-window distinct; `grace` may be null for "no grace". */
   def tumblingDistinct(ks: KStream, size: String, grace: String): DataFrame = {
-    val windows = if (grace == null) TimeWindows.ofSizeWithNoGrace(size)
+    val windows =
+      if (grace == null) TimeWindows.ofSizeWithNoGrace(size)
       else TimeWindows.ofSizeAndGrace(size, grace)
     ks.groupByKey.windowedBy(windows).distinct().df
   }
 
   /** Session-window distinct; `grace` may be null for "no grace". */
   def sessionDistinct(ks: KStream, gap: String, grace: String): DataFrame = {
-    val windows = if (grace == null) SessionWindows.ofInactivityGapWithNoGrace(gap)
+    val windows =
+      if (grace == null) SessionWindows.ofInactivityGapWithNoGrace(gap)
       else SessionWindows.ofInactivityGapAndGrace(gap, grace)
     ks.groupByKey.windowedBy(windows).distinct().df
   }
@@ -62,7 +66,12 @@ object PythonAPI {
   /** key, value, timestamp, partition (or null), offset (or null), on-null-timestamp. */
   def columnNames(ks: KStream): Array[String] = {
     val c = ks.columns
-    Array(c.key, c.value, c.timestamp, c.partition.orNull, c.offset.orNull,
+    Array(
+      c.key,
+      c.value,
+      c.timestamp,
+      c.partition.orNull,
+      c.offset.orNull,
       if (c.onNullTimestamp == NullTimestamps.Skip) "skip" else "fail")
   }
 
@@ -77,8 +86,11 @@ object PythonAPI {
   def kafkaRecords(ks: KStream, topic: String): DataFrame = ks.toKafkaRecords(topic)
 
   /** Branches in order; `defaultName` null means no default branch. */
-  def split(ks: KStream, predicates: Array[Column], names: Array[String], defaultName: String)
-      : java.util.Map[String, KStream] = {
+  def split(
+      ks: KStream,
+      predicates: Array[Column],
+      names: Array[String],
+      defaultName: String): java.util.Map[String, KStream] = {
     val branched = predicates.zip(names).foldLeft(ks.split()) { case (b, (p, n)) => b.branch(p, n) }
     val branches = if (defaultName == null) branched.noDefaultBranch() else branched.defaultBranch(defaultName)
     scala.jdk.CollectionConverters.MapHasAsJava(branches).asJava
@@ -89,18 +101,23 @@ object PythonAPI {
 
   /** The aggregation's Scala calls, for [[grouped]]. */
   private final case class Calls[T](
-      plain: KGroupedStream => T, tumbling: TimeWindowedKStream => T, session: SessionWindowedKStream => T)
+      plain: KGroupedStream => T,
+      tumbling: TimeWindowedKStream => T,
+      session: SessionWindowedKStream => T)
 
   /** `windowKind` is null (not windowed), "tumbling" (`size` = window size) or "session"
     * (`size` = inactivity gap); `grace` may be null. */
   private def grouped[T](ks: KStream, windowKind: String, size: String, grace: String)(calls: Calls[T]): T =
     windowKind match {
       case null => calls.plain(ks.groupByKey)
-      case "tumbling" => calls.tumbling(ks.groupByKey.windowedBy(
-        if (grace == null) TimeWindows.ofSizeWithNoGrace(size) else TimeWindows.ofSizeAndGrace(size, grace)))
-      case "session" => calls.session(ks.groupByKey.windowedBy(
-        if (grace == null) SessionWindows.ofInactivityGapWithNoGrace(size)
-        else SessionWindows.ofInactivityGapAndGrace(size, grace)))
+      case "tumbling" =>
+        calls.tumbling(
+          ks.groupByKey.windowedBy(
+            if (grace == null) TimeWindows.ofSizeWithNoGrace(size) else TimeWindows.ofSizeAndGrace(size, grace)))
+      case "session" =>
+        calls.session(
+          ks.groupByKey.windowedBy(if (grace == null) SessionWindows.ofInactivityGapWithNoGrace(size)
+          else SessionWindows.ofInactivityGapAndGrace(size, grace)))
       case other => throw new KStreamsException(s"window kind must be tumbling or session, got '$other'")
     }
 
@@ -113,22 +130,39 @@ object PythonAPI {
   }
 
   /** `merger` (over the same two input names, both aggregates) is needed for session windows. */
-  def aggregate(ks: KStream, initializer: Column, adder: Column, merger: Column, windowKind: String,
-      size: String, grace: String): KTable = {
+  def aggregate(
+      ks: KStream,
+      initializer: Column,
+      adder: Column,
+      merger: Column,
+      windowKind: String,
+      size: String,
+      grace: String): KTable = {
     val f = (_: Column, _: Column) => adder
-    grouped(ks, windowKind, size, grace)(Calls(_.aggregate(initializer, f), _.aggregate(initializer, f), {
-      session =>
-        if (merger == null) throw new KStreamsException(
-          "aggregate over SessionWindows needs a merger(aggregate1, aggregate2) that combines the " +
-            "aggregates of two sessions a record merges")
-        session.aggregate(initializer, f, (_, _) => merger)
-    }))
+    grouped(ks, windowKind, size, grace)(
+      Calls(
+        _.aggregate(initializer, f),
+        _.aggregate(initializer, f),
+        { session =>
+          if (merger == null)
+            throw new KStreamsException(
+              "aggregate over SessionWindows needs a merger(aggregate1, aggregate2) that combines the " +
+                "aggregates of two sessions a record merges")
+          session.aggregate(initializer, f, (_, _) => merger)
+        }
+      ))
   }
 
   /** `kind` is "inner", "left" or "outer"; `grace` may be null. */
-  def streamJoin(ks: KStream, other: KStream, joined: Column, kind: String, timeDifference: String,
+  def streamJoin(
+      ks: KStream,
+      other: KStream,
+      joined: Column,
+      kind: String,
+      timeDifference: String,
       grace: String): KStream = {
-    val windows = if (grace == null) JoinWindows.ofTimeDifferenceWithNoGrace(timeDifference)
+    val windows =
+      if (grace == null) JoinWindows.ofTimeDifferenceWithNoGrace(timeDifference)
       else JoinWindows.ofTimeDifferenceAndGrace(timeDifference, grace)
     joinKind(kind) match {
       case JoinKind.Inner => ks.join(other, (_, _) => joined, windows)

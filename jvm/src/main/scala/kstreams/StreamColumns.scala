@@ -42,9 +42,10 @@ final case class StreamColumns(
       } else optional(Some(timestamp), StreamColumns.DefaultTimestamp, "timestamp")
     ts.foreach(_.dataType match {
       case TimestampType =>
-      case other => throw new KStreamsException(
-        s"timestamp column '$timestamp' has type ${other.simpleString}; it must be a timestamp " +
-          s"(cast it, e.g. col('$timestamp').cast('timestamp'))")
+      case other =>
+        throw new KStreamsException(
+          s"timestamp column '$timestamp' has type ${other.simpleString}; it must be a timestamp " +
+            s"(cast it, e.g. col('$timestamp').cast('timestamp'))")
     })
     val part = optional(partition, StreamColumns.DefaultPartition, "partition")
     part.foreach { f =>
@@ -55,18 +56,19 @@ final case class StreamColumns(
     val off = optional(offset, StreamColumns.DefaultOffset, "offset")
     off.foreach { f =>
       if (!Seq(LongType, IntegerType, ShortType).contains(f.dataType))
-        throw new KStreamsException(
-          s"offset column '${f.name}' has type ${f.dataType.simpleString}; it must be a long")
+        throw new KStreamsException(s"offset column '${f.name}' has type ${f.dataType.simpleString}; it must be a long")
     }
-    if (ts.isEmpty && off.isEmpty) throw new KStreamsException(
-      "the DataFrame has neither a timestamp nor an offset column, so arrival order is unknown; " +
-        s"available columns: ${schema.fieldNames.mkString(", ")}")
+    if (ts.isEmpty && off.isEmpty)
+      throw new KStreamsException(
+        "the DataFrame has neither a timestamp nor an offset column, so arrival order is unknown; " +
+          s"available columns: ${schema.fieldNames.mkString(", ")}")
     ResolvedColumns(this, ts, part, off)
   }
 
   /** The key column, checked to exist and to be usable as a dedup key. */
   private[kstreams] def keyField(df: DataFrame): StructField = {
-    val f = df.schema.fields.find(_.name == key)
+    val f = df.schema.fields
+      .find(_.name == key)
       .getOrElse(throw StreamColumns.missing(df, key, "key"))
     StreamColumns.checkKeyType(s"key column '$key'", f.dataType)
     f
@@ -76,16 +78,17 @@ final case class StreamColumns(
 /** What to do with a record whose timestamp is null. */
 sealed trait NullTimestamps
 object NullTimestamps {
+
   /** Fail the query with an error naming the column, partition and offset (the default). */
   case object Fail extends NullTimestamps
+
   /** Skip such records and count them in the query's observed metrics. */
   case object Skip extends NullTimestamps
 
   def parse(text: String): NullTimestamps = text match {
     case null | "fail" => Fail
     case "skip" => Skip
-    case other => throw new KStreamsException(
-      s"on_null_timestamp must be 'fail' or 'skip', got '$other'")
+    case other => throw new KStreamsException(s"on_null_timestamp must be 'fail' or 'skip', got '$other'")
   }
 }
 
@@ -113,11 +116,10 @@ object StreamColumns {
         s"$what has type ${dataType.simpleString}, which cannot be a dedup key; " +
           "use a string, binary, number or struct of those (e.g. to_json(...))")
 
-  private def contains(dataType: DataType, p: DataType => Boolean): Boolean = p(dataType) || (
-    dataType match {
-      case s: StructType => s.fields.exists(f => contains(f.dataType, p))
-      case a: ArrayType => contains(a.elementType, p)
-      case m: MapType => contains(m.keyType, p) || contains(m.valueType, p)
-      case _ => false
-    })
+  private def contains(dataType: DataType, p: DataType => Boolean): Boolean = p(dataType) || (dataType match {
+    case s: StructType => s.fields.exists(f => contains(f.dataType, p))
+    case a: ArrayType => contains(a.elementType, p)
+    case m: MapType => contains(m.keyType, p) || contains(m.valueType, p)
+    case _ => false
+  })
 }

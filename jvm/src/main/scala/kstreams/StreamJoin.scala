@@ -45,28 +45,39 @@ object JoinWindows {
 private[kstreams] object StreamJoin {
   val Matched = "__kstreams_has_match"
 
-  def apply(left: KStream, right: KStream, joiner: (Column, Column) => Column, windows: JoinWindows,
+  def apply(
+      left: KStream,
+      right: KStream,
+      joiner: (Column, Column) => Column,
+      windows: JoinWindows,
       kind: JoinKind): KStream = {
     val input = Keyed.prepare(Seq(Keyed.SideInput(left), Keyed.SideInput(right)))
-    val outputSchema = StructType(Seq(
-      input.keyField.copy(name = Keyed.Key, nullable = true),
-      StructField(Keyed.value(0), input.valueTypes(0)), StructField(Keyed.value(1), input.valueTypes(1)),
-      StructField(Keyed.Ts, LongType), StructField(ArrivalOrder.Dropped, StringType)))
+    val outputSchema = StructType(
+      Seq(
+        input.keyField.copy(name = Keyed.Key, nullable = true),
+        StructField(Keyed.value(0), input.valueTypes(0)),
+        StructField(Keyed.value(1), input.valueTypes(1)),
+        StructField(Keyed.Ts, LongType),
+        StructField(ArrivalOrder.Dropped, StringType)
+      ))
     val timeMode = if (input.streaming) TimeMode.EventTime() else TimeMode.None()
     val processed = input.grouped.transformWithState(
       new StreamJoinProcessor(input.layout, kind, windows, input.valueTypes, input.streaming),
-      timeMode, OutputMode.Append())(Encoders.row(outputSchema))
+      timeMode,
+      OutputMode.Append())(Encoders.row(outputSchema))
     val name = kind match {
       case JoinKind.Inner => "kstreams_join"
       case JoinKind.Left => "kstreams_left_join"
       case JoinKind.Outer => "kstreams_outer_join"
     }
     val cols = left.columns
-    val result = ArrivalOrder.finish(processed, name,
-      Seq(KeyedReasons.NullKey, KeyedReasons.NullValue, KeyedReasons.NullTimestamp))
-      .select(col(Keyed.Key).as(cols.key),
+    val result = ArrivalOrder
+      .finish(processed, name, Seq(KeyedReasons.NullKey, KeyedReasons.NullValue, KeyedReasons.NullTimestamp))
+      .select(
+        col(Keyed.Key).as(cols.key),
         joiner(col(Keyed.value(0)), col(Keyed.value(1))).as(cols.value),
-        Keyed.timestampColumn(col(Keyed.Ts), cols.timestamp, input.watermarkDelayMs))
+        Keyed.timestampColumn(col(Keyed.Ts), cols.timestamp, input.watermarkDelayMs)
+      )
     KStream(result, StreamColumns(cols.key, cols.value, cols.timestamp, None, None, cols.onNullTimestamp))
   }
 }
@@ -80,17 +91,19 @@ private[kstreams] final class StreamJoinProcessor(
     kind: JoinKind,
     windows: JoinWindows,
     valueTypes: Seq[DataType],
-    streaming: Boolean) extends StatefulProcessor[Row, Row, Row] {
+    streaming: Boolean)
+    extends StatefulProcessor[Row, Row, Row] {
 
   private final class Buffered(val ts: Long, var matched: Boolean, val value: Any)
 
   @transient private var buffers: ValueState[Row] = _
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
-    def entries(valueType: DataType) = ArrayType(StructType(Seq(
-      StructField("ts", LongType), StructField("matched", BooleanType), StructField("value", valueType))))
-    val schema = StructType(Seq(
-      StructField("left", entries(valueTypes(0))), StructField("right", entries(valueTypes(1)))))
+    def entries(valueType: DataType) = ArrayType(
+      StructType(
+        Seq(StructField("ts", LongType), StructField("matched", BooleanType), StructField("value", valueType))))
+    val schema = StructType(
+      Seq(StructField("left", entries(valueTypes(0))), StructField("right", entries(valueTypes(1)))))
     buffers = getHandle.getValueState[Row]("buffers", Encoders.row(schema), TTLConfig.NONE)
   }
 
@@ -137,13 +150,16 @@ private[kstreams] final class StreamJoinProcessor(
     getHandle.listTimers().foreach(getHandle.deleteTimer)
     if (sides.forall(_.isEmpty)) buffers.clear()
     else {
-      buffers.update(Row(sides(0).map(e => Row(e.ts, e.matched, e.value)).toSeq,
-        sides(1).map(e => Row(e.ts, e.matched, e.value)).toSeq))
+      buffers.update(
+        Row(
+          sides(0).map(e => Row(e.ts, e.matched, e.value)).toSeq,
+          sides(1).map(e => Row(e.ts, e.matched, e.value)).toSeq))
       if (streaming) {
         // a timer fires once the watermark (ms) reaches it: at close, once the watermark passes
         // it; at expiry, once the watermark reaches it
         val earliestMs = sides.flatten.map { e =>
-          if (e.matched) Math.floorDiv(expireMicros(e.ts) + 999L, 1000L) else Math.floorDiv(closeMicros(e.ts), 1000L) + 1
+          if (e.matched) Math.floorDiv(expireMicros(e.ts) + 999L, 1000L)
+          else Math.floorDiv(closeMicros(e.ts), 1000L) + 1
         }.min
         getHandle.registerTimer(earliestMs)
       }
@@ -157,11 +173,16 @@ private[kstreams] final class StreamJoinProcessor(
     * ones if the join kind asks, then drops the expired ones. Unmatched results leave in timestamp
     * order, the right side first on a tie, as Kafka's outer-join store orders them (key: timestamp,
     * then the side flag, 0 for right). */
-  private def evict(key: Any, sides: Array[mutable.ArrayBuffer[Buffered]], watermarkMicros: Long,
-      everything: Boolean, out: mutable.ArrayBuffer[Row]): Unit = {
-    val closing = (0 to 1).flatMap(side => sides(side).collect {
-      case e if !e.matched && (everything || closeMicros(e.ts) < watermarkMicros) => (side, e)
-    })
+  private def evict(
+      key: Any,
+      sides: Array[mutable.ArrayBuffer[Buffered]],
+      watermarkMicros: Long,
+      everything: Boolean,
+      out: mutable.ArrayBuffer[Row]): Unit = {
+    val closing = (0 to 1).flatMap(side =>
+      sides(side).collect {
+        case e if !e.matched && (everything || closeMicros(e.ts) < watermarkMicros) => (side, e)
+      })
     closing.sortBy { case (side, e) => (e.ts, 1 - side) }.foreach { case (side, e) =>
       if (emitsUnmatched(side)) out += result(key, side, e.value, null, e.ts)
       e.matched = true
@@ -202,7 +223,8 @@ private[kstreams] final class StreamJoinProcessor(
         // joinable for later records of the other side until it expires, as in Kafka's window store
         val closed = closeMicros(ts) < watermarkMicros
         if (closed && !matched && emitsUnmatched(side)) out += result(keyValue, side, value, null, ts)
-        if (expireMicros(ts) > watermarkMicros) insertByTimestamp(sides(side), new Buffered(ts, matched || closed, value))
+        if (expireMicros(ts) > watermarkMicros)
+          insertByTimestamp(sides(side), new Buffered(ts, matched || closed, value))
       }
     }
     // a batch DataFrame is the whole input: every window closes at its end
@@ -212,7 +234,9 @@ private[kstreams] final class StreamJoinProcessor(
   }
 
   override def handleExpiredTimer(
-      key: Row, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
+      key: Row,
+      timerValues: TimerValues,
+      expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
     val sides = load()
     val out = mutable.ArrayBuffer.empty[Row]
     evict(key.get(0), sides, timerValues.getCurrentWatermarkInMs() * 1000L, everything = false, out)

@@ -79,6 +79,7 @@ private[kstreams] final class TimeBucketChunks(
 }
 
 private[kstreams] object TimeBucketChunks {
+
   /** Chunk numbers per bucket (the low 20 bits of a chunk key). */
   val MaxChunksPerBucket: Int = 1 << 20
 

@@ -16,43 +16,55 @@ private[kstreams] object WindowedDistinct {
   private val extraOutput = Seq(StructField(Start, LongType), StructField(End, LongType))
 
   def tumbling(df: DataFrame, columns: StreamColumns, windows: TimeWindows): DataFrame =
-    run(df, columns, windows.graceMicros + windows.sizeMicros, "kstreams_windowed_distinct",
-      (layout, keySchema, timers) => new TumblingDistinctProcessor(layout, keySchema, windows, timers))
+    run(
+      df,
+      columns,
+      windows.graceMicros + windows.sizeMicros,
+      "kstreams_windowed_distinct",
+      (layout, keySchema, timers) => new TumblingDistinctProcessor(layout, keySchema, windows, timers)
+    )
 
   def session(df: DataFrame, columns: StreamColumns, windows: SessionWindows): DataFrame =
-    run(df, columns, windows.graceMicros + windows.gapMicros, "kstreams_session_distinct",
-      (layout, keySchema, timers) => new SessionDistinctProcessor(layout, keySchema, windows, timers))
+    run(
+      df,
+      columns,
+      windows.graceMicros + windows.gapMicros,
+      "kstreams_session_distinct",
+      (layout, keySchema, timers) => new SessionDistinctProcessor(layout, keySchema, windows, timers)
+    )
 
   private def run(
       df: DataFrame,
       columns: StreamColumns,
       watermarkDelayMicros: Long,
       metricName: String,
-      processor: (ArrivalOrder.Layout, StructType, Boolean) => StatefulProcessor[Int, Row, Row])
-      : DataFrame = {
+      processor: (ArrivalOrder.Layout, StructType, Boolean) => StatefulProcessor[Int, Row, Row]): DataFrame = {
     Sessions.requireStateStore(df)
     val key = columns.keyField(df)
     val resolved = columns.resolve(df)
-    val prepared = ArrivalOrder.prepare(df, resolved, GroupScope.PerPartition,
+    val prepared = ArrivalOrder.prepare(
+      df,
+      resolved,
+      GroupScope.PerPartition,
       Seq(Key -> struct(col(ArrivalOrder.quote(key.name)).as("key"))),
       watermarkDelayMicros = Some(watermarkDelayMicros))
     val keySchema = prepared.inputSchema(Key).dataType.asInstanceOf[StructType]
     val timeMode = if (df.isStreaming) TimeMode.EventTime() else TimeMode.None()
     val processed = prepared.grouped.transformWithState(
-      processor(prepared.layout, keySchema, df.isStreaming), timeMode, OutputMode.Append())(
-      Encoders.row(prepared.outputSchema(extraOutput: _*)))
-    val window = when(col(Start).isNull, lit(null)).otherwise(struct(
-      timestamp_micros(col(Start)).as("start"), timestamp_micros(col(End)).as("end")))
-    ArrivalOrder.finish(processed, metricName,
-      Seq(ArrivalOrder.Reasons.Duplicate, ArrivalOrder.Reasons.Late))
+      processor(prepared.layout, keySchema, df.isStreaming),
+      timeMode,
+      OutputMode.Append())(Encoders.row(prepared.outputSchema(extraOutput: _*)))
+    val window = when(col(Start).isNull, lit(null))
+      .otherwise(struct(timestamp_micros(col(Start)).as("start"), timestamp_micros(col(End)).as("end")))
+    ArrivalOrder
+      .finish(processed, metricName, Seq(ArrivalOrder.Reasons.Duplicate, ArrivalOrder.Reasons.Late))
       .withColumn("window", window)
       .drop(Start, End)
   }
 }
 
 /** Shared parts of the windowed processors: stream time, the sweep timer, output rows. */
-private[kstreams] abstract class WindowProcessor(
-    layout: ArrivalOrder.Layout, retainMicros: Long, useTimers: Boolean)
+private[kstreams] abstract class WindowProcessor(layout: ArrivalOrder.Layout, retainMicros: Long, useTimers: Boolean)
     extends StatefulProcessor[Int, Row, Row] {
 
   private val keyIndex = layout.extraIndex(WindowedDistinct.Key)
@@ -62,20 +74,20 @@ private[kstreams] abstract class WindowProcessor(
   @transient private var sweeper: Sweeper = _
 
   protected def initStore(): Unit
+
   /** Handles one record of a non-null key; returns the output row (forwarded or a marker). */
   protected def process(row: Row, key: Row, ts: Long, streamTime: Long): Row
+
   /** Removes the state that no record at stream time >= `streamTime` can reach. */
   protected def sweep(streamTime: Long): Boolean
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
-    streamTimes = getHandle.getMapState[Int, Long](
-      "streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
+    streamTimes = getHandle.getMapState[Int, Long]("streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
     sweeper = new Sweeper(getHandle, retainMicros)
     initStore()
   }
 
-  override def handleInputRows(
-      group: Int, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
+  override def handleInputRows(group: Int, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
     val times = new StreamTimes(streamTimes)
     val order = new OrderCheck(layout)
     rows.map { row =>
@@ -93,7 +105,9 @@ private[kstreams] abstract class WindowProcessor(
   }
 
   override def handleExpiredTimer(
-      group: Int, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
+      group: Int,
+      timerValues: TimerValues,
+      expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
     sweeper.fired(timerValues, streamTimes)(sweep)
     Iterator.empty
   }
@@ -101,15 +115,18 @@ private[kstreams] abstract class WindowProcessor(
 
 /** Tumbling distinct: remembers each open (key, window start); the value is the window end. */
 private[kstreams] final class TumblingDistinctProcessor(
-    layout: ArrivalOrder.Layout, keySchema: StructType, windows: TimeWindows, useTimers: Boolean)
+    layout: ArrivalOrder.Layout,
+    keySchema: StructType,
+    windows: TimeWindows,
+    useTimers: Boolean)
     extends WindowProcessor(layout, windows.sizeMicros + windows.graceMicros, useTimers) {
 
   private val windowKeySchema = keySchema.add("windowStart", LongType, nullable = false)
   @transient private var openWindows: MapState[Row, Long] = _
 
   override protected def initStore(): Unit =
-    openWindows = getHandle.getMapState[Row, Long](
-      "openWindows", Encoders.row(windowKeySchema), Encoders.scalaLong, TTLConfig.NONE)
+    openWindows =
+      getHandle.getMapState[Row, Long]("openWindows", Encoders.row(windowKeySchema), Encoders.scalaLong, TTLConfig.NONE)
 
   override protected def process(row: Row, key: Row, ts: Long, streamTime: Long): Row = {
     val start = Math.floorDiv(ts, windows.sizeMicros) * windows.sizeMicros
@@ -126,8 +143,8 @@ private[kstreams] final class TumblingDistinctProcessor(
   }
 
   override protected def sweep(streamTime: Long): Boolean = {
-    val closed = openWindows.iterator()
-      .collect { case (k, end) if end <= streamTime - windows.graceMicros => k }.toVector
+    val closed =
+      openWindows.iterator().collect { case (k, end) if end <= streamTime - windows.graceMicros => k }.toVector
     closed.foreach(openWindows.removeKey)
     openWindows.exists()
   }
@@ -138,21 +155,28 @@ final case class KeySessions(starts: Seq[Long], ends: Seq[Long])
 
 /** Session distinct: keeps each key's sessions; a record opening a new session is forwarded. */
 private[kstreams] final class SessionDistinctProcessor(
-    layout: ArrivalOrder.Layout, keySchema: StructType, windows: SessionWindows, useTimers: Boolean)
+    layout: ArrivalOrder.Layout,
+    keySchema: StructType,
+    windows: SessionWindows,
+    useTimers: Boolean)
     extends WindowProcessor(layout, windows.gapMicros + windows.graceMicros, useTimers) {
 
   @transient private var sessions: MapState[Row, KeySessions] = _
 
   override protected def initStore(): Unit =
     sessions = getHandle.getMapState[Row, KeySessions](
-      "sessions", Encoders.row(keySchema), Encoders.product[KeySessions], TTLConfig.NONE)
+      "sessions",
+      Encoders.row(keySchema),
+      Encoders.product[KeySessions],
+      TTLConfig.NONE)
 
   override protected def process(row: Row, key: Row, ts: Long, streamTime: Long): Row = {
     val known = Option(sessions.getValue(key)).getOrElse(KeySessions(Nil, Nil))
     val all = known.starts.zip(known.ends)
     // sessions within `gap` (inclusive) of ts on either side join the record's session
     val (joined, apart) = all.partition { case (s, e) =>
-      ts >= s - windows.gapMicros && ts <= e + windows.gapMicros }
+      ts >= s - windows.gapMicros && ts <= e + windows.gapMicros
+    }
     val mergedStart = (ts +: joined.map(_._1)).min
     val mergedEnd = (ts +: joined.map(_._2)).max
     if (mergedEnd < streamTime - windows.graceMicros) output.drop(row, ArrivalOrder.Reasons.Late)
@@ -167,10 +191,14 @@ private[kstreams] final class SessionDistinctProcessor(
   override protected def sweep(streamTime: Long): Boolean = {
     // a session ending before streamTime - grace - gap can neither take nor bridge a new record
     val horizon = streamTime - windows.graceMicros - windows.gapMicros
-    val changes = sessions.iterator().map { case (k, v) =>
-      val kept = v.starts.zip(v.ends).filter(_._2 >= horizon)
-      (k, kept, kept.size != v.starts.size)
-    }.filter(_._3).toVector
+    val changes = sessions
+      .iterator()
+      .map { case (k, v) =>
+        val kept = v.starts.zip(v.ends).filter(_._2 >= horizon)
+        (k, kept, kept.size != v.starts.size)
+      }
+      .filter(_._3)
+      .toVector
     changes.foreach { case (k, kept, _) =>
       if (kept.isEmpty) sessions.removeKey(k)
       else sessions.updateValue(k, KeySessions(kept.map(_._1), kept.map(_._2)))

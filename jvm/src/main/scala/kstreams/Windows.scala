@@ -57,6 +57,7 @@ object SessionWindows {
   * }}}
   */
 final class KGroupedStream private[kstreams] (stream: KStream) {
+
   /** Number of records per key. */
   def count(): KTable = Aggregate.run(stream, Aggregate.count, Aggregate.Unwindowed)
 
@@ -77,6 +78,7 @@ final class KGroupedStream private[kstreams] (stream: KStream) {
 /** A stream grouped by key and tumbling window. Aggregations give one result per (key, window)
   * with a `window` column; the result timestamp is the largest within the window. */
 final class TimeWindowedKStream private[kstreams] (stream: KStream, windows: TimeWindows) {
+
   /** Records per (key, window). {{{ grouped.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s")).count() }}} */
   def count(): KTable = Aggregate.run(stream, Aggregate.count, Aggregate.Tumbling(windows))
 
@@ -100,6 +102,7 @@ final class TimeWindowedKStream private[kstreams] (stream: KStream, windows: Tim
   * merged-away session gets a tombstone (null value). The result timestamp is the session's
   * latest record's. */
 final class SessionWindowedKStream private[kstreams] (stream: KStream, windows: SessionWindows) {
+
   /** Records per (key, session).
     * {{{ grouped.windowedBy(SessionWindows.ofInactivityGapWithNoGrace("5 min")).count() }}} */
   def count(): KTable = Aggregate.run(stream, Aggregate.count, Aggregate.Sessions(windows))
@@ -110,10 +113,8 @@ final class SessionWindowedKStream private[kstreams] (stream: KStream, windows: 
 
   /** [[KGroupedStream.aggregate]] per session; `merger(aggregate1, aggregate2)` combines the
     * aggregates of sessions that a record merges (Kafka's `Merger`). */
-  def aggregate(initializer: Column, adder: (Column, Column) => Column,
-      merger: (Column, Column) => Column): KTable =
-    Aggregate.run(stream, KGroupedStream.aggregateFold(initializer, adder, Some(merger)),
-      Aggregate.Sessions(windows))
+  def aggregate(initializer: Column, adder: (Column, Column) => Column, merger: (Column, Column) => Column): KTable =
+    Aggregate.run(stream, KGroupedStream.aggregateFold(initializer, adder, Some(merger)), Aggregate.Sessions(windows))
 
   /** The record that opens each session, with `window = (t, t)`; records that join or bridge a
     * session are not forwarded.
@@ -130,7 +131,9 @@ private[kstreams] object KGroupedStream {
   def reduceFold(adder: (Column, Column) => Column): Aggregate.Fold =
     Aggregate.Fold("kstreams_reduce", None, adderOf(adder), None)
 
-  def aggregateFold(initializer: Column, adder: (Column, Column) => Column,
+  def aggregateFold(
+      initializer: Column,
+      adder: (Column, Column) => Column,
       merger: Option[(Column, Column) => Column]): Aggregate.Fold =
     Aggregate.Fold("kstreams_aggregate", Some(initializer), adderOf(adder), merger.map(adderOf))
 }

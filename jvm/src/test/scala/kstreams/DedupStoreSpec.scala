@@ -26,15 +26,18 @@ class DedupStoreSpec extends SparkSuite {
       (0 until perPartition).flatMap { i =>
         t += 0.2
         val jitter = if (rng.nextInt(10) == 0) -rng.nextInt(60).toDouble else 0.0 // some late
-        val e = Event.at(s"k${rng.nextInt(keys)}", t + jitter, partition = p, offset = i.toLong,
-          value = s"p$p-o$i")
+        val e = Event.at(s"k${rng.nextInt(keys)}", t + jitter, partition = p, offset = i.toLong, value = s"p$p-o$i")
         if (rng.nextInt(5) == 0) Seq(e, e.copy(offset = i + 100000L, value = s"p$p-o$i-dup")) else Seq(e)
       }
     }
-    val inBatches = all.groupBy(e => (e.offset % 100000L) * batches / perPartition).toSeq.sortBy(_._1)
+    val inBatches = all
+      .groupBy(e => (e.offset % 100000L) * batches / perPartition)
+      .toSeq
+      .sortBy(_._1)
       .map(_._2.sortBy(e => (e.partition, e.offset)))
     // partition 1 re-delivers its first 50 records (same offsets) in the second half
-    val replay = inBatches.head.filter(e => e.partition == 1 && e.offset < 50)
+    val replay = inBatches.head
+      .filter(e => e.partition == 1 && e.offset < 50)
       .map(e => e.copy(value = e.value + "-again"))
     inBatches.updated(batches / 2, inBatches(batches / 2) ++ replay)
   }
@@ -42,8 +45,7 @@ class DedupStoreSpec extends SparkSuite {
   /** SEMANTICS.md section 2, records in arrival order (micro-batch, then partition, then offset).
     * `global`: one entry per dedup key over all partitions (`deduplicate`); otherwise one per
     * partition and key. */
-  private def oracle(batches: Seq[Seq[Event]], dedupKey: Event => Option[Any], global: Boolean = false)
-      : Seq[String] = {
+  private def oracle(batches: Seq[Seq[Event]], dedupKey: Event => Option[Any], global: Boolean = false): Seq[String] = {
     val intervalMs = (Interval * 1000).toLong
     val streamTime = mutable.Map.empty[Int, Long]
     val store = mutable.Map.empty[Any, (Long, Int, Long)] // entry: timestamp, partition, offset
@@ -72,17 +74,23 @@ class DedupStoreSpec extends SparkSuite {
 
   private def withMemory[T](setting: Option[String])(body: => T): T = {
     setting.foreach(spark.conf.set(DedupCaches.MemoryConf, _))
-    try body finally spark.conf.unset(DedupCaches.MemoryConf)
+    try body
+    finally spark.conf.unset(DedupCaches.MemoryConf)
   }
 
   private val operators: Seq[(String, DataFrame => DataFrame, Event => Option[Any], Boolean)] = Seq(
-    ("deduplicateByKey", df => KStream(df).deduplicateByKey(s"$Interval seconds").df,
-      e => Option(e.key), false),
-    ("deduplicateByKeyValue",
+    ("deduplicateByKey", df => KStream(df).deduplicateByKey(s"$Interval seconds").df, e => Option(e.key), false),
+    (
+      "deduplicateByKeyValue",
       df => KStream(df).deduplicateByKeyValue(col("offset") % 3, s"$Interval seconds").df,
-      e => Option(e.key).map(k => (k, e.offset % 3)), false),
-    ("deduplicate (global, by key)", df => KStream(df).deduplicate(col("key"), s"$Interval seconds").df,
-      e => Option(e.key), true))
+      e => Option(e.key).map(k => (k, e.offset % 3)),
+      false),
+    (
+      "deduplicate (global, by key)",
+      df => KStream(df).deduplicate(col("key"), s"$Interval seconds").df,
+      e => Option(e.key),
+      true)
+  )
 
   // in memory; spilled from the first record (an empty map is over 1 KB); spilling part-way
   // (about a thousand entries of a partition fill 150 KB)
@@ -104,15 +112,21 @@ class DedupStoreSpec extends SparkSuite {
   }
 
   private def assertSame(got: Seq[String], want: Seq[String]): Unit =
-    assert(got.sorted == want.sorted,
+    assert(
+      got.sorted == want.sorted,
       s"forwarded but not by the oracle: ${got.diff(want).take(10)}; missing: ${want.diff(got).take(10)}")
 
   test("a kept in-memory map is not used after a micro-batch that did not commit") {
     // No offset column, so a record met again is a duplicate, not a re-delivery: a map that still
     // held the failed micro-batch's entries would drop that micro-batch's records when it re-runs.
-    val batches = (0 until 5).map(b => (0 until 40).map(i =>
-      Event.at(s"k$b-${i % 25}", 100.0 + b * 5 + i * 0.01, partition = i % 2, offset = b * 100L + i,
-        value = s"b$b-$i")))
+    val batches = (0 until 5).map(b =>
+      (0 until 40).map(i =>
+        Event.at(
+          s"k$b-${i % 25}",
+          100.0 + b * 5 + i * 0.01,
+          partition = i % 2,
+          offset = b * 100L + i,
+          value = s"b$b-$i")))
     val want = oracle(batches, e => Option(e.key))
     val input = MemoryStream[Event](Encoders.product[Event], spark)
     val deduped = KStream(input.toDF(), StreamColumns(offset = None)).deduplicateByKey(s"$Interval seconds").df
@@ -133,8 +147,10 @@ class DedupStoreSpec extends SparkSuite {
       batches.foreach { b =>
         input.addData(b)
         try query.processAllAvailable()
-        catch { case _: Exception => // the sink failed after the state was written: restart
-          query.stop(); query = start(); query.processAllAvailable() }
+        catch {
+          case _: Exception => // the sink failed after the state was written: restart
+            query.stop(); query = start(); query.processAllAvailable()
+        }
       }
     } finally query.stop()
     assert(!failOnce, "the sink never failed")
@@ -142,8 +158,8 @@ class DedupStoreSpec extends SparkSuite {
   }
 
   test("a bad memory setting is refused naming the setting") {
-    val e = intercept[KStreamsException](withMemory(Some("lots"))(
-      KStream(batch(Seq(Event.at("a", 1)))).deduplicateByKey("1 s")))
+    val e = intercept[KStreamsException](
+      withMemory(Some("lots"))(KStream(batch(Seq(Event.at("a", 1)))).deduplicateByKey("1 s")))
     assert(e.getMessage.contains(s"cannot read ${DedupCaches.MemoryConf}='lots'"))
   }
 }

@@ -22,14 +22,12 @@ class DeduplicateSpec extends SparkSuite {
     ("a@5, a@15, a@16", "10 seconds", Seq(at("a", 5), at("a", 15), at("a", 16)), Seq(0, 2)),
     ("a@15, a@5, a@4", "10 seconds", Seq(at("a", 15), at("a", 5), at("a", 4)), Seq(0, 2)),
     ("interval 0: a@5, a@5, a@6", "0 s", Seq(at("a", 5), at("a", 5), at("a", 6)), Seq(0, 2)),
-    ("k@20, k@25, k@11, k@9", "10 seconds",
-      Seq(at("k", 20), at("k", 25), at("k", 11), at("k", 9)), Seq(0, 3)),
+    ("k@20, k@25, k@11, k@9", "10 seconds", Seq(at("k", 20), at("k", 25), at("k", 11), at("k", 9)), Seq(0, 3)),
     ("k1@10, k2@20, k1@9", "10 seconds", Seq(at("k1", 10), at("k2", 20), at("k1", 9)), Seq(0, 1)),
     ("k1@10, k2@21, k1@9", "10 seconds", Seq(at("k1", 10), at("k2", 21), at("k1", 9)), Seq(0, 1, 2)),
-    ("100 ms: k1@150ms, x@200ms, k1@60ms", "100 ms",
-      Seq(at("k1", 0.150), at("x", 0.200), at("k1", 0.060)), Seq(0, 1)),
-    ("100 ms: x@200ms, k1@50ms, k1@10ms", "100 ms",
-      Seq(at("x", 0.200), at("k1", 0.050), at("k1", 0.010)), Seq(0, 1, 2)))
+    ("100 ms: k1@150ms, x@200ms, k1@60ms", "100 ms", Seq(at("k1", 0.150), at("x", 0.200), at("k1", 0.060)), Seq(0, 1)),
+    ("100 ms: x@200ms, k1@50ms, k1@10ms", "100 ms", Seq(at("x", 0.200), at("k1", 0.050), at("k1", 0.010)), Seq(0, 1, 2))
+  )
 
   private def byKey(interval: String): DataFrame => DataFrame =
     df => KStream(df).deduplicateByKey(interval).df
@@ -48,7 +46,8 @@ class DeduplicateSpec extends SparkSuite {
     }
     test(s"deduplicateByKey $name: spilled to one row per key, one micro-batch per record, restart") {
       spark.conf.set(DedupCaches.MemoryConf, "1k") // an empty in-memory map alone is over 1 KB
-      val got = try stream(events.map(Seq(_)), byKey(interval), restartBefore = Set(events.size / 2))
+      val got =
+        try stream(events.map(Seq(_)), byKey(interval), restartBefore = Set(events.size / 2))
         finally spark.conf.unset(DedupCaches.MemoryConf)
       assert(got == want)
     }
@@ -63,17 +62,18 @@ class DeduplicateSpec extends SparkSuite {
   }
 
   test("deduplicateByKeyValue keys on (key, id) per partition") {
-    val events = Seq(at("a", 10, value = "e1"), at("a", 11, value = "e2"), at("a", 12, value = "e1"),
+    val events = Seq(
+      at("a", 10, value = "e1"),
+      at("a", 11, value = "e2"),
+      at("a", 12, value = "e1"),
       at("a", 12, partition = 1, value = "e1"))
-    val out = stream(Seq(events), df => KStream(df).deduplicateByKeyValue(col("value"),
-      Duration.ofSeconds(10)).df)
+    val out = stream(Seq(events), df => KStream(df).deduplicateByKeyValue(col("value"), Duration.ofSeconds(10)).df)
     assert(out == Seq("e1", "e2", "e1"))
   }
 
   test("deduplicate is global over partitions; stream time stays per partition") {
     // x@95 on partition 1 meets the entry partition 0 stored at 100: |100-95| <= 10 -> dropped.
-    val events = Seq(at("x", 100, partition = 0), at("y", 50, partition = 1),
-      at("x", 95, partition = 1))
+    val events = Seq(at("x", 100, partition = 0), at("y", 50, partition = 1), at("x", 95, partition = 1))
     val op = (df: DataFrame) => KStream(df).deduplicate(col("key"), Duration.ofSeconds(10)).df
     assert(stream(events.map(Seq(_)), op, restartBefore = Set(2)) == Seq("v0", "v1"))
   }
@@ -82,8 +82,8 @@ class DeduplicateSpec extends SparkSuite {
     // y@100 moves partition 0's stream time to 100 in the first micro-batch; its id is stored in
     // another group than x's. x@15 on partition 0 is then late and x@10 dead for it, so x@15 is
     // forwarded (a store that knew only partition 0's x records would drop it as a duplicate).
-    val groupOf = (id: String) => spark.range(1).select(pmod(hash(RowBytes.encode(Seq(lit(id)))),
-      lit(SpreadRecord.Groups))).head().getInt(0)
+    val groupOf = (id: String) =>
+      spark.range(1).select(pmod(hash(RowBytes.encode(Seq(lit(id)))), lit(SpreadRecord.Groups))).head().getInt(0)
     val y = (0 until 10).map(i => s"y$i").find(groupOf(_) != groupOf("x")).get
     val batches = Seq(Seq(at("x", 10, partition = 1), at(y, 100, partition = 0)), Seq(at("x", 15, partition = 0)))
     // a watermark an hour behind, so that no sweep removes x@10 between the micro-batches
@@ -100,20 +100,31 @@ class DeduplicateSpec extends SparkSuite {
       (0 until 200).map(i => at(s"id$i", 101 + i * 0.01, partition = 1))
     val input = MemoryStream[Event](Encoders.product[Event], spark)
     val checkpoint = Files.createTempDirectory("spread").toString
-    val query = KStream(input.toDF()).deduplicate(col("key"), "10 seconds").df.writeStream
-      .format("noop").option("checkpointLocation", checkpoint).start()
+    val query = KStream(input.toDF())
+      .deduplicate(col("key"), "10 seconds")
+      .df
+      .writeStream
+      .format("noop")
+      .option("checkpointLocation", checkpoint)
+      .start()
     try {
       input.addData(Event.numbered(events))
       query.processAllAvailable()
       val metrics = query.recentProgress.filter(_.numInputRows > 0).last.observedMetrics.get("kstreams_deduplicate")
       assert(metrics.getAs[Long]("forwarded") == 200L && metrics.getAs[Long]("duplicates_dropped") == 200L)
     } finally query.stop()
-    val entriesPerPartition = spark.read.format("statestore").option("path", checkpoint)
-      .option("stateVarName", "entries").load()
-      .groupBy("partition_id").count().collect().map(r => r.getInt(0) -> r.getLong(1)).toMap
+    val entriesPerPartition = spark.read
+      .format("statestore")
+      .option("path", checkpoint)
+      .option("stateVarName", "entries")
+      .load()
+      .groupBy("partition_id")
+      .count()
+      .collect()
+      .map(r => r.getInt(0) -> r.getLong(1))
+      .toMap
     assert(entriesPerPartition.keySet == Set(0, 1), entriesPerPartition)
-    assert(entriesPerPartition.values.sum == 200L && entriesPerPartition.values.forall(_ >= 50L),
-      entriesPerPartition)
+    assert(entriesPerPartition.values.sum == 200L && entriesPerPartition.values.forall(_ >= 50L), entriesPerPartition)
   }
 
   test("a checkpoint of the single-group deduplicate fails with a message naming the change") {
@@ -126,12 +137,18 @@ class DeduplicateSpec extends SparkSuite {
       else java.nio.file.Files.copy(from, to)
     }
     val input = MemoryStream[Event](Encoders.product[Event], spark)
-    val query = KStream(input.toDF()).deduplicate(col("key"), "10 seconds").df.writeStream
-      .format("noop").option("checkpointLocation", checkpoint.toString).start()
-    val e = try {
-      (0 until 3).foreach(i => input.addData(Event.numbered(Seq(at("a", 20 + i, offset = 100L + i)))))
-      intercept[Exception](query.processAllAvailable())
-    } finally query.stop()
+    val query = KStream(input.toDF())
+      .deduplicate(col("key"), "10 seconds")
+      .df
+      .writeStream
+      .format("noop")
+      .option("checkpointLocation", checkpoint.toString)
+      .start()
+    val e =
+      try {
+        (0 until 3).foreach(i => input.addData(Event.numbered(Seq(at("a", 20 + i, offset = 100L + i)))))
+        intercept[Exception](query.processAllAvailable())
+      } finally query.stop()
     assert(rootMessages(e).exists(_.contains(GlobalDedupProcessor.OneGroupCheckpoint)), rootMessages(e))
   }
 
@@ -150,24 +167,34 @@ class DeduplicateSpec extends SparkSuite {
     // store would end with 60 entries; with it, those of the last few seconds remain.
     val events = Event.numbered((0 until 60).map(i => at(s"k$i", i.toDouble)))
     val input = MemoryStream[Event](Encoders.product[Event], spark)
-    val query = KStream(input.toDF()).deduplicateByKey("5 seconds").df.writeStream
+    val query = KStream(input.toDF())
+      .deduplicateByKey("5 seconds")
+      .df
+      .writeStream
       .format("noop")
       .option("checkpointLocation", Files.createTempDirectory("evict").toString)
       .start()
-    val stateRows = try {
-      events.grouped(5).map { b =>
-        input.addData(b)
-        query.processAllAvailable()
-        query.lastProgress.stateOperators.head.numRowsTotal
-      }.toVector
-    } finally query.stop()
+    val stateRows =
+      try {
+        events
+          .grouped(5)
+          .map { b =>
+            input.addData(b)
+            query.processAllAvailable()
+            query.lastProgress.stateOperators.head.numRowsTotal
+          }
+          .toVector
+      } finally query.stop()
     assert(stateRows.last < 20, s"state rows after each batch: $stateRows")
   }
 
   /** State rows after each micro-batch of `batches` through deduplicateByKey("5 seconds"). */
   private def stateRowsPerBatch(batches: Seq[Seq[Event]]): Vector[Long] = {
     val input = MemoryStream[Event](Encoders.product[Event], spark)
-    val query = KStream(input.toDF()).deduplicateByKey("5 seconds").df.writeStream
+    val query = KStream(input.toDF())
+      .deduplicateByKey("5 seconds")
+      .df
+      .writeStream
       .format("noop")
       .option("checkpointLocation", Files.createTempDirectory("idle").toString)
       .start()
@@ -203,14 +230,16 @@ class DeduplicateSpec extends SparkSuite {
 
   test("errors name what is wrong") {
     val df = batch(Seq(at("a", 1)))
-    val missing = intercept[KStreamsException](KStream(df, StreamColumns(key = "user"))
-      .deduplicateByKey("1 s"))
+    val missing = intercept[KStreamsException](
+      KStream(df, StreamColumns(key = "user"))
+        .deduplicateByKey("1 s"))
     assert(missing.getMessage.contains("no key column 'user'"))
     assert(missing.getMessage.contains("available columns: key, value, timestamp, partition, offset"))
     val badId = intercept[KStreamsException](KStream(df).deduplicate(col("nope"), "1 s"))
     assert(badId.getMessage.contains("does not resolve on this DataFrame"))
     val noRocks = spark.newSession()
-    noRocks.conf.set(Sessions.ProviderKey,
+    noRocks.conf.set(
+      Sessions.ProviderKey,
       "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider")
     val otherDf = noRocks.createDataFrame(Event.numbered(Seq(at("a", 1))))
     val e = intercept[KStreamsException](KStream(otherDf).deduplicateByKey("1 s"))

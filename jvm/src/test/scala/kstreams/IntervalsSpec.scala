@@ -24,7 +24,8 @@ class IntervalsSpec extends AnyFunSuite {
     assert(message("10 parsecs").contains("cannot read interval"))
     assert(message("10").contains("cannot read interval"))
     assert(message("0.5 us").contains("finer than a microsecond"))
-    assert(intercept[KStreamsException](Intervals.micros(Duration.ofSeconds(-1))).getMessage
-      .contains("must not be negative"))
+    assert(
+      intercept[KStreamsException](Intervals.micros(Duration.ofSeconds(-1))).getMessage
+        .contains("must not be negative"))
   }
 }

@@ -14,6 +14,7 @@ import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
 final case class Num(key: String, value: Long, timestamp: Timestamp, partition: Int, offset: Long)
 
 object ProcessorSpec {
+
   /** 2026-01-01T00:00:00Z in ms: a multiple of every punctuation interval used here. */
   val Base = 1767225600000L
 
@@ -27,8 +28,7 @@ object ProcessorSpec {
     override def init(context: ProcessorContext[String, Long]): Unit = {
       ctx = context
       context.schedule(Duration.ofSeconds(10), PunctuationType.StreamTime)
-      context.schedule(Duration.ofSeconds(20), PunctuationType.StreamTime,
-        (t: Long) => ctx.forward("p20", t - Base))
+      context.schedule(Duration.ofSeconds(20), PunctuationType.StreamTime, (t: Long) => ctx.forward("p20", t - Base))
     }
     override def process(record: Record[String, Long]): Unit =
       ctx.forward("record", record.timestamp - Base)
@@ -99,8 +99,8 @@ object ProcessorSpec {
     override def process(r: Record[String, Long]): Unit = ctx.forward(r.key, r.value * 100)
   }
 
-  val dedupStore: StoreSpec = Stores.keyValue("seen", Encoders.STRING,
-    Encoders.tuple(Encoders.scalaLong, Encoders.scalaLong))
+  val dedupStore: StoreSpec =
+    Stores.keyValue("seen", Encoders.STRING, Encoders.tuple(Encoders.scalaLong, Encoders.scalaLong))
 }
 
 /** The Processor API (spec section 7) through Scala, on a real Spark session and RocksDB state. */
@@ -113,18 +113,31 @@ class ProcessorSpec extends SparkSuite {
       batches: Seq[Seq[Num]],
       op: DataFrame => DataFrame,
       restartBefore: Set[Int] = Set.empty): Seq[(String, Long, Long, Int)] = {
-    streamRows(batches, Encoders.product[Num], op, restartBefore).map(r => (r.getAs[String]("key"), r.getAs[Long]("value"),
-      r.getAs[Timestamp]("timestamp").getTime - Base, r.getAs[Int]("partition")))
+    streamRows(batches, Encoders.product[Num], op, restartBefore).map(r =>
+      (
+        r.getAs[String]("key"),
+        r.getAs[Long]("value"),
+        r.getAs[Timestamp]("timestamp").getTime - Base,
+        r.getAs[Int]("partition")))
   }
 
   private val traced = Seq(5, 12, 13, 25, 47).zipWithIndex.map { case (s, i) =>
-    num("k", 0, s, partition = 0, offset = i) }
+    num("k", 0, s, partition = 0, offset = i)
+  }
   private val traceExpected = Seq(
-    "record" -> 5000, "p10" -> 5000, "p20" -> 5000,
-    "record" -> 12000, "p10" -> 12000,
+    "record" -> 5000,
+    "p10" -> 5000,
+    "p20" -> 5000,
+    "record" -> 12000,
+    "p10" -> 12000,
     "record" -> 13000,
-    "record" -> 25000, "p10" -> 25000, "p20" -> 25000,
-    "record" -> 47000, "p10" -> 47000, "p20" -> 47000)
+    "record" -> 25000,
+    "p10" -> 25000,
+    "p20" -> 25000,
+    "record" -> 47000,
+    "p10" -> 47000,
+    "p20" -> 47000
+  )
   private def trace(df: DataFrame) = KStream(df).process(() => new Tracer, name = "tracer").df
 
   test("stream-time punctuation fires in stream-time order: one micro-batch") {
@@ -132,8 +145,9 @@ class ProcessorSpec extends SparkSuite {
   }
 
   test("stream-time punctuation: one micro-batch per record, restart half-way") {
-    assert(runNums(traced.map(Seq(_)), trace, restartBefore = Set(2)).map(r => (r._1, r._2)) ==
-      traceExpected)
+    assert(
+      runNums(traced.map(Seq(_)), trace, restartBefore = Set(2)).map(r => (r._1, r._2)) ==
+        traceExpected)
   }
 
   test("punctuation forwards carry the punctuation time, no offset") {
@@ -149,8 +163,8 @@ class ProcessorSpec extends SparkSuite {
     val clock = new WaitingClock(0L)
     val out = KStream(input.toDF()).process(() => new WallTicker, wallClock = true).df
     input.addData(num("a", 1, 1, 0, 0))
-    val (query, sink) = ManualClockQuery.start(out,
-      Files.createTempDirectory("kstreams-wall").toString, clock, triggerMs = 1000)
+    val (query, sink) =
+      ManualClockQuery.start(out, Files.createTempDirectory("kstreams-wall").toString, clock, triggerMs = 1000)
     try {
       // batch at 0 reads the record and registers the schedule: first tick due at 0 + 3 s
       ManualClockQuery.advanceTo(query, clock, 0, 1000)
@@ -159,18 +173,33 @@ class ProcessorSpec extends SparkSuite {
       ManualClockQuery.advanceTo(query, clock, 7500, 1000) // the tick due at 6000 fires late
       ManualClockQuery.advanceTo(query, clock, 9000, 1000) // next one due 6000 + 3 s
     } finally query.stop()
-    assert(sink.allData.map(r => (r.getAs[String]("key"), r.getAs[Long]("value"))) == Seq(
-      "record" -> 0L, "tick" -> 3000L, "record" -> 1L, "tick" -> 7500L, "tick" -> 9000L))
+    assert(
+      sink.allData.map(r => (r.getAs[String]("key"), r.getAs[Long]("value"))) == Seq(
+        "record" -> 0L,
+        "tick" -> 3000L,
+        "record" -> 1L,
+        "tick" -> 7500L,
+        "tick" -> 9000L))
   }
 
   // Seed 004's example: sums per key, forwarded on each 10 s of stream time, per partition.
   private val words = Seq(
-    num("a", 1, 1, 0, 0), num("a", 10, 2, 1, 0), num("b", 2, 3, 0, 1), num("a", 3, 11, 0, 2),
-    num("b", 1, 12, 0, 3), num("c", 4, 15, 1, 1), num("a", 5, 25, 0, 4))
+    num("a", 1, 1, 0, 0),
+    num("a", 10, 2, 1, 0),
+    num("b", 2, 3, 0, 1),
+    num("a", 3, 11, 0, 2),
+    num("b", 1, 12, 0, 3),
+    num("c", 4, 15, 1, 1),
+    num("a", 5, 25, 0, 4))
   private val sumsExpected = Seq(
-    ("a", 1L, 1000L, 0), ("a", 4L, 11000L, 0), ("b", 2L, 11000L, 0),
-    ("a", 9L, 25000L, 0), ("b", 3L, 25000L, 0),
-    ("a", 10L, 2000L, 1), ("a", 10L, 15000L, 1), ("c", 4L, 15000L, 1))
+    ("a", 1L, 1000L, 0),
+    ("a", 4L, 11000L, 0),
+    ("b", 2L, 11000L, 0),
+    ("a", 9L, 25000L, 0),
+    ("b", 3L, 25000L, 0),
+    ("a", 10L, 2000L, 1),
+    ("a", 10L, 15000L, 1),
+    ("c", 4L, 15000L, 1))
   private def sum(df: DataFrame) =
     KStream(df).process(() => new Sum, stores = Seq(Stores.keyValue("sums"))).df
   private def byPartition(rows: Seq[(String, Long, Long, Int)]) = rows.sortBy(r => (r._4, r._3, r._1))
@@ -190,29 +219,33 @@ class ProcessorSpec extends SparkSuite {
   test("a topology chains processors in one task and splits the output among its sinks") {
     val input = MemoryStream[Num](Encoders.product[Num], spark)
     val collected = mutable.Map.empty[String, mutable.ArrayBuffer[Row]]
-    def sink(name: String): (DataFrame, Long) => Unit = (batch, _) => collected.synchronized {
-      collected.getOrElseUpdate(name, mutable.ArrayBuffer.empty) ++= batch.collect() }
+    def sink(name: String): (DataFrame, Long) => Unit = (batch, _) =>
+      collected.synchronized {
+        collected.getOrElseUpdate(name, mutable.ArrayBuffer.empty) ++= batch.collect()
+      }
     val topology = new Topology()
       .addSource("SOURCE", input.toDF())
       .addProcessor("SUM", () => new Sum, Seq(Stores.keyValue("sums")), "SOURCE")
       .addProcessor("SCALE", () => new Scale, "SUM")
       .addSink("SCALED", sink("SCALED"), "SCALE")
       .addSink("SUMS", sink("SUMS"), "SUM")
-    assert(topology.describe() == Seq(
-      "Topologies:",
-      "   Sub-topology: 0",
-      "    Source: SOURCE (DataFrame)",
-      "      --> SUM",
-      "    Processor: SUM (stores: [sums])",
-      "      --> SCALE, SUMS",
-      "      <-- SOURCE",
-      "    Processor: SCALE (stores: [])",
-      "      --> SCALED",
-      "      <-- SUM",
-      "    Sink: SCALED (target: function)",
-      "      <-- SCALE",
-      "    Sink: SUMS (target: function)",
-      "      <-- SUM").mkString("\n"))
+    assert(
+      topology.describe() == Seq(
+        "Topologies:",
+        "   Sub-topology: 0",
+        "    Source: SOURCE (DataFrame)",
+        "      --> SUM",
+        "    Processor: SUM (stores: [sums])",
+        "      --> SCALE, SUMS",
+        "      <-- SOURCE",
+        "    Processor: SCALE (stores: [])",
+        "      --> SCALED",
+        "      <-- SUM",
+        "    Sink: SCALED (target: function)",
+        "      <-- SCALE",
+        "    Sink: SUMS (target: function)",
+        "      <-- SUM"
+      ).mkString("\n"))
     val queries = topology.start(Files.createTempDirectory("kstreams-topology").toString)
     try {
       Seq(words.take(3), words.drop(3)).foreach { b =>
@@ -220,32 +253,50 @@ class ProcessorSpec extends SparkSuite {
         queries.foreach(_.processAllAvailable())
       }
     } finally queries.foreach(_.stop())
-    def rows(name: String) = byPartition(collected(name).toSeq.map(r => (r.getAs[String]("key"),
-      r.getAs[Long]("value"), r.getAs[Timestamp]("timestamp").getTime - Base, r.getAs[Int]("partition"))))
+    def rows(name: String) = byPartition(
+      collected(name).toSeq.map(r =>
+        (
+          r.getAs[String]("key"),
+          r.getAs[Long]("value"),
+          r.getAs[Timestamp]("timestamp").getTime - Base,
+          r.getAs[Int]("partition"))))
     assert(rows("SUMS") == sumsExpected)
     assert(rows("SCALED") == sumsExpected.map(r => r.copy(_2 = r._2 * 100)))
   }
 
   test("a processor that throws fails the query naming the processor, partition and offset") {
     val events = Seq(num("a", 1, 1, 1, 0), num("a", 2, 2, 1, 1), num("a", 13, 3, 1, 2))
-    val e = intercept[Exception](runNums(Seq(events),
-      df => KStream(df).process(() => new Exploder, name = "exploder").df))
-    val messages = Iterator.iterate[Throwable](e)(_.getCause).takeWhile(_ != null)
-      .map(t => String.valueOf(t.getMessage)).toSeq
-    assert(messages.exists(_.contains("processor 'exploder' failed processing the record at " +
-      "partition 1, offset 2: java.lang.IllegalStateException: unlucky value")), messages.mkString("\n"))
+    val e =
+      intercept[Exception](runNums(Seq(events), df => KStream(df).process(() => new Exploder, name = "exploder").df))
+    val messages = Iterator
+      .iterate[Throwable](e)(_.getCause)
+      .takeWhile(_ != null)
+      .map(t => String.valueOf(t.getMessage))
+      .toSeq
+    assert(
+      messages.exists(
+        _.contains("processor 'exploder' failed processing the record at " +
+          "partition 1, offset 2: java.lang.IllegalStateException: unlucky value")),
+      messages.mkString("\n")
+    )
   }
 
   test("usage errors name what is wrong") {
     val df = spark.createDataFrame(traced)
     val noStore = intercept[Exception](KStream(df).process(() => new Sum).df.collect())
-    assert(Iterator.iterate[Throwable](noStore)(_.getCause).takeWhile(_ != null).exists(t =>
-      String.valueOf(t.getMessage).contains("processor 'Sum' asked for store 'sums', which was " +
-        "not declared")))
+    assert(
+      Iterator
+        .iterate[Throwable](noStore)(_.getCause)
+        .takeWhile(_ != null)
+        .exists(t =>
+          String
+            .valueOf(t.getMessage)
+            .contains("processor 'Sum' asked for store 'sums', which was " +
+              "not declared")))
     val wall = intercept[KStreamsException](KStream(df).process(() => new Sum, wallClock = true))
     assert(wall.getMessage.contains("need a streaming DataFrame"))
-    val twice = intercept[KStreamsException](KStream(df).process(() => new Sum,
-      stores = Seq(Stores.keyValue("s"), Stores.keyValue("s"))))
+    val twice = intercept[KStreamsException](
+      KStream(df).process(() => new Sum, stores = Seq(Stores.keyValue("s"), Stores.keyValue("s"))))
     assert(twice.getMessage.contains("declared more than once: s"))
   }
 
@@ -261,12 +312,13 @@ class ProcessorSpec extends SparkSuite {
     ("k@20, k@25, k@11, k@9", 10000, Seq(at("k", 20), at("k", 25), at("k", 11), at("k", 9))),
     ("k1@10, k2@20, k1@9", 10000, Seq(at("k1", 10), at("k2", 20), at("k1", 9))),
     ("k1@10, k2@21, k1@9", 10000, Seq(at("k1", 10), at("k2", 21), at("k1", 9))),
-    ("100 ms: k1@150ms, x@200ms, k1@60ms", 100,
-      Seq(at("k1", 0.150), at("x", 0.200), at("k1", 0.060))),
-    ("100 ms: x@200ms, k1@50ms, k1@10ms", 100,
-      Seq(at("x", 0.200), at("k1", 0.050), at("k1", 0.010))),
-    ("null keys, two partitions", 10000, Seq(at(null, 1), at(null, 1), at("a", 2, partition = 1),
-      at("a", 3, partition = 1), at("a", 4))))
+    ("100 ms: k1@150ms, x@200ms, k1@60ms", 100, Seq(at("k1", 0.150), at("x", 0.200), at("k1", 0.060))),
+    ("100 ms: x@200ms, k1@50ms, k1@10ms", 100, Seq(at("x", 0.200), at("k1", 0.050), at("k1", 0.010))),
+    (
+      "null keys, two partitions",
+      10000,
+      Seq(at(null, 1), at(null, 1), at("a", 2, partition = 1), at("a", 3, partition = 1), at("a", 4)))
+  )
 
   // Every example in one micro-batch; the out-of-order ones also one record per micro-batch with
   // a restart half-way (the built-in operator's own spec runs all modes for all of them).
@@ -274,8 +326,8 @@ class ProcessorSpec extends SparkSuite {
   for (((name, intervalMs, events), i) <- dedupExamples.zipWithIndex) {
     test(s"deduplicateByKey as a user processor agrees with the built-in: $name") {
       val builtIn = stream(Seq(events), df => KStream(df).deduplicateByKey(s"$intervalMs ms").df)
-      val user = (df: DataFrame) => KStream(df).process(() => new DedupByKey(intervalMs),
-        stores = Seq(dedupStore), name = "dedup").df
+      val user = (df: DataFrame) =>
+        KStream(df).process(() => new DedupByKey(intervalMs), stores = Seq(dedupStore), name = "dedup").df
       assert(stream(Seq(events), user) == builtIn)
       if (withRestart(i))
         assert(stream(events.map(Seq(_)), user, restartBefore = Set(events.size / 2)) == builtIn)
@@ -284,10 +336,8 @@ class ProcessorSpec extends SparkSuite {
 
   test("the same record delivered again (same offset) is forwarded again by both") {
     val first = Event.at("a", 10, offset = 7, value = "first")
-    val batches = Seq(Seq(first), Seq(first.copy(value = "again")),
-      Seq(Event.at("a", 10, offset = 8, value = "dup")))
-    val user = (df: DataFrame) => KStream(df).process(() => new DedupByKey(10000),
-      stores = Seq(dedupStore)).df
+    val batches = Seq(Seq(first), Seq(first.copy(value = "again")), Seq(Event.at("a", 10, offset = 8, value = "dup")))
+    val user = (df: DataFrame) => KStream(df).process(() => new DedupByKey(10000), stores = Seq(dedupStore)).df
     assert(stream(batches, user) == Seq("first", "again"))
     assert(stream(batches, df => KStream(df).deduplicateByKey("10 s").df) == Seq("first", "again"))
   }

@@ -49,19 +49,13 @@ trait SparkSuite extends AnyFunSuite with BeforeAndAfterAll {
   /** Runs `op` over a MemoryStream, one micro-batch per element of `batches`, restarting the query
     * from its checkpoint before the batches whose index is in `restartBefore`. Returns the values
     * forwarded, in (partition, offset) order. */
-  def stream(
-      batches: Seq[Seq[Event]],
-      op: DataFrame => DataFrame,
-      restartBefore: Set[Int] = Set.empty): Seq[String] =
+  def stream(batches: Seq[Seq[Event]], op: DataFrame => DataFrame, restartBefore: Set[Int] = Set.empty): Seq[String] =
     eventRows(batches, op, restartBefore)
       .sortBy(r => (r.getAs[Int]("partition"), r.getAs[Long]("offset")))
       .map(_.getAs[String]("value"))
 
   /** [[stream]]'s output rows, in micro-batch order. */
-  def eventRows(
-      batches: Seq[Seq[Event]],
-      op: DataFrame => DataFrame,
-      restartBefore: Set[Int] = Set.empty): Seq[Row] = {
+  def eventRows(batches: Seq[Seq[Event]], op: DataFrame => DataFrame, restartBefore: Set[Int] = Set.empty): Seq[Row] = {
     val numbered = Event.numbered(batches.flatten).iterator
     val numberedBatches = batches.map(b => b.map(_ => numbered.next()))
     streamRows(numberedBatches, Encoders.product[Event], op, restartBefore)

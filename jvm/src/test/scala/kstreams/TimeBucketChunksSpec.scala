@@ -27,9 +27,10 @@ class ChunkDriver extends StatefulProcessor[Int, ChunkOp, String] {
       if (op.id == "evict") buckets.deadBuckets(op.ts).foreach { case (bucket, count) =>
         buckets.remove(bucket, count, Some(bytes => out += s"removed ${new String(bytes, UTF_8)}"))
       }
-      else buckets.append(buckets.bucketOf(op.ts), Seq(op.id.getBytes(UTF_8))) { all =>
-        Seq(all.flatMap(c => new String(c, UTF_8).split(",")).distinct.sorted.mkString(",").getBytes(UTF_8))
-      }
+      else
+        buckets.append(buckets.bucketOf(op.ts), Seq(op.id.getBytes(UTF_8))) { all =>
+          Seq(all.flatMap(c => new String(c, UTF_8).split(",")).distinct.sorted.mkString(",").getBytes(UTF_8))
+        }
     }
     (out ++ buckets.all().map(c => new String(c, UTF_8)).toSeq.sorted).iterator
   }
@@ -43,14 +44,26 @@ class TimeBucketChunksSpec extends SparkSuite {
       Seq(
         Seq(ChunkOp(1, "a"), ChunkOp(2, "b"), ChunkOp(15, "c")),
         Seq(ChunkOp(3, "a"), ChunkOp(4, "d")), // bucket 0: "a", "b", "a", then "d" does not fit
-        Seq(ChunkOp(10, "evict"))), // bucket 0 ends at 10
+        Seq(ChunkOp(10, "evict"))
+      ), // bucket 0 ends at 10
       Encoders.product[ChunkOp],
-      df => df.as[ChunkOp].groupByKey(_ => 0)
-        .transformWithState(new ChunkDriver, TimeMode.None(), OutputMode.Append()).toDF("out"),
-      restartBefore = Set(1, 2))
-    assert(rows.map(_.getString(0)) == Seq(
-      "a", "b", "c", // after micro-batch 0
-      "a,b,d", "c", // after 1: bucket 0 compacted into one chunk
-      "removed a,b,d", "c")) // after 2
+      df =>
+        df.as[ChunkOp]
+          .groupByKey(_ => 0)
+          .transformWithState(new ChunkDriver, TimeMode.None(), OutputMode.Append())
+          .toDF("out"),
+      restartBefore = Set(1, 2)
+    )
+    assert(
+      rows.map(_.getString(0)) == Seq(
+        "a",
+        "b",
+        "c", // after micro-batch 0
+        "a,b,d",
+        "c", // after 1: bucket 0 compacted into one chunk
+        "removed a,b,d",
+        "c"
+      )
+    ) // after 2
   }
 }

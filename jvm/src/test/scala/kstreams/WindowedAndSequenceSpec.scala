@@ -13,19 +13,26 @@ class WindowedAndSequenceSpec extends SparkSuite {
   private def windowStarts(df: DataFrame): Seq[(String, Long, Long)] =
     df.orderBy("offset").collect().toSeq.map { r =>
       val w = r.getStruct(r.fieldIndex("window"))
-      (r.getAs[String]("value"), (w.getTimestamp(0).getTime - Event.Base) / 1000,
+      (
+        r.getAs[String]("value"),
+        (w.getTimestamp(0).getTime - Event.Base) / 1000,
         (w.getTimestamp(1).getTime - Event.Base) / 1000)
     }
 
   private val cases = Seq(
-    ("tumbling 10 s", (ks: KStream) => ks.groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s")).distinct(),
+    (
+      "tumbling 10 s",
+      (ks: KStream) => ks.groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s")).distinct(),
       Seq(("v0", 0L, 10L), ("v3", 20L, 30L), ("v6", 30L, 40L))),
-    ("session gap 10 s", (ks: KStream) =>
-      ks.groupByKey.windowedBy(SessionWindows.ofInactivityGapWithNoGrace("10 s")).distinct(),
+    (
+      "session gap 10 s",
+      (ks: KStream) => ks.groupByKey.windowedBy(SessionWindows.ofInactivityGapWithNoGrace("10 s")).distinct(),
       Seq(("v0", 4L, 4L), ("v3", 23L, 23L))),
-    ("session gap 9 s", (ks: KStream) =>
-      ks.groupByKey.windowedBy(SessionWindows.ofInactivityGapWithNoGrace("9 s")).distinct(),
-      Seq(("v0", 4L, 4L), ("v3", 23L, 23L), ("v6", 34L, 34L))))
+    (
+      "session gap 9 s",
+      (ks: KStream) => ks.groupByKey.windowedBy(SessionWindows.ofInactivityGapWithNoGrace("9 s")).distinct(),
+      Seq(("v0", 4L, 4L), ("v3", 23L, 23L), ("v6", 34L, 34L)))
+  )
 
   for ((name, op, expected) <- cases) {
     test(s"windowed distinct $name: batch DataFrame") {
@@ -39,8 +46,10 @@ class WindowedAndSequenceSpec extends SparkSuite {
 
   test("sequence dedup: 1..7, 4..7 again, 8..11 -> 1..11 once each, per partition") {
     val seqs = (1 to 7) ++ (4 to 7) ++ (8 to 11)
-    val perPartition = (0 until 2).flatMap(p => seqs.zipWithIndex.map { case (s, i) =>
-      at(s"p$p", i.toDouble, partition = p, value = s.toString) })
+    val perPartition = (0 until 2).flatMap(p =>
+      seqs.zipWithIndex.map { case (s, i) =>
+        at(s"p$p", i.toDouble, partition = p, value = s.toString)
+      })
     val op = (df: DataFrame) => KStream(df).deduplicateBySequence(col("value").cast("long")).df
     val out = stream(perPartition.grouped(5).toSeq, op, restartBefore = Set(3))
     assert(out == (1 to 11).map(_.toString) ++ (1 to 11).map(_.toString))

@@ -5,9 +5,9 @@ package kstreams.bench
   * with the same formulas as `benchmarks/bench.py` and times the dedup loop only.
   */
 object DedupLimit {
+
   /** Rows per second of the loop, and the number of rows it forwarded. */
-  def run(rows: Long, keys: Long, partitions: Int, dupEvery: Int, spreadMs: Long,
-      intervalMs: Long): Array[Double] = {
+  def run(rows: Long, keys: Long, partitions: Int, dupEvery: Int, spreadMs: Long, intervalMs: Long): Array[Double] = {
     val n = rows.toInt
     val keyOf = new Array[Long](n)
     val tsOf = new Array[Long](n)

@@ -15,10 +15,10 @@ object TwsFloor {
   def passThrough(df: DataFrame): DataFrame = {
     val columns = StreamColumns()
     val resolved = columns.resolve(df)
-    val (grouped, userSchema) = ArrivalOrder.prepareCompact(
-      df, resolved, Seq(df.col(columns.key)), Some(10000000L))
-    val processed = grouped.transformWithState(new PassThrough, TimeMode.EventTime(), OutputMode.Append())(
-      Encoders.product[CompactOutput]).toDF()
+    val (grouped, userSchema) = ArrivalOrder.prepareCompact(df, resolved, Seq(df.col(columns.key)), Some(10000000L))
+    val processed = grouped
+      .transformWithState(new PassThrough, TimeMode.EventTime(), OutputMode.Append())(Encoders.product[CompactOutput])
+      .toDF()
     ArrivalOrder.unpack(ArrivalOrder.finishCounted(processed, "kstreams_tws_floor", Nil), userSchema)
   }
 
@@ -29,7 +29,9 @@ object TwsFloor {
       records = getHandle.getValueState[Long]("records", Encoders.scalaLong, TTLConfig.NONE)
 
     override def handleInputRows(
-        group: Int, rows: Iterator[CompactRecord], timerValues: TimerValues): Iterator[CompactOutput] = {
+        group: Int,
+        rows: Iterator[CompactRecord],
+        timerValues: TimerValues): Iterator[CompactOutput] = {
       var seen = 0L
       rows.map { r => seen += 1; CompactOutput(r.payload, null, 1L) } ++ {
         records.update((if (records.exists()) records.get() else 0L) + seen)

@@ -32,6 +32,7 @@ import org.apache.spark.sql.{Encoder, Encoders}
   * }}}
   */
 trait Processor[K, V] {
+
   /** Called once per partition and micro-batch before anything else; keep the context here. */
   def init(context: ProcessorContext[K, V]): Unit = ()
 
@@ -60,16 +61,17 @@ trait ProcessorSupplier[K, V] extends Serializable {
   *
   * {{{ Record("a", 1L, timestamp = 1000L, topic = null, partition = 0, offset = 7L) }}}
   */
-final case class Record[K, V](
-    key: K, value: V, timestamp: Long, topic: String, partition: Int, offset: Long)
+final case class Record[K, V](key: K, value: V, timestamp: Long, topic: String, partition: Int, offset: Long)
 
 /** When a punctuation fires. */
 sealed trait PunctuationType
 object PunctuationType {
+
   /** When the partition's stream time (largest record timestamp so far) reaches the next multiple
     * of the interval, checked after each record; as in Kafka, `punctuate` gets the stream time and
     * boundaries passed over in one jump fire once. The first record always punctuates. */
   case object StreamTime extends PunctuationType
+
   /** On processing time, one `interval` after the schedule was first registered and then every
     * `interval`, run by Spark's processing-time timers; needs `process(..., wallClock = true)`. */
   case object WallClockTime extends PunctuationType
@@ -92,6 +94,7 @@ trait Punctuator extends Serializable {
   * }}}
   */
 trait ProcessorContext[K, V] {
+
   /** Emits a record with the current record's timestamp (in a punctuation: the punctuation time). */
   def forward(key: K, value: V): Unit
 
@@ -144,12 +147,16 @@ trait KeyValueStore[K, V] {
   def name: String
   def get(key: K): Option[V]
   def put(key: K, value: V): Unit
+
   /** Stores `value` only when `key` has no value; returns the value that was there. */
   def putIfAbsent(key: K, value: V): Option[V]
+
   /** Removes `key`; returns the value that was there. */
   def delete(key: K): Option[V]
+
   /** Entries with `from <= key <= to` (both inclusive, as in Kafka), in key order. */
   def range(from: K, to: K)(implicit ordering: Ordering[K]): Iterator[(K, V)]
+
   /** Every entry (in the state store's order: that of the encoded keys). */
   def all(): Iterator[(K, V)]
 }
@@ -162,10 +169,10 @@ trait KeyValueStore[K, V] {
   * Stores.keyValue("sums", Encoders.STRING, Encoders.scalaLong)     // typed: faster, smaller
   * }}}
   */
-final case class StoreSpec private[processor] (
-    name: String, keyEncoder: Encoder[Any], valueEncoder: Encoder[Any])
+final case class StoreSpec private[processor] (name: String, keyEncoder: Encoder[Any], valueEncoder: Encoder[Any])
 
 object Stores {
+
   /** A key-value store of any Scala values, encoded with Kryo. */
   def keyValue(name: String): StoreSpec =
     keyValue(name, Encoders.kryo[AnyRef], Encoders.kryo[AnyRef])

@@ -31,8 +31,12 @@ private[kstreams] object ProcessorPlan {
       wallClock: Boolean): DataFrame = {
     if (supplier == null) throw new KStreamsException("process needs a ProcessorSupplier, got null")
     val processorName = Option(name).getOrElse(supplier.get().getClass.getSimpleName)
-    val node = NodeSpec(processorName, supplier.asInstanceOf[ProcessorSupplier[Any, Any]],
-      stores.map(_.name), children = Nil, sinks = Seq(null))
+    val node = NodeSpec(
+      processorName,
+      supplier.asInstanceOf[ProcessorSupplier[Any, Any]],
+      stores.map(_.name),
+      children = Nil,
+      sinks = Seq(null))
     plan(df, columns, Seq(node), roots = Seq(0), stores, wallClock).drop(Sink)
   }
 
@@ -47,42 +51,52 @@ private[kstreams] object ProcessorPlan {
       wallClock: Boolean): DataFrame = {
     Sessions.requireStateStore(df)
     val duplicates = stores.groupBy(_.name).collect { case (n, s) if s.size > 1 => n }
-    if (duplicates.nonEmpty) throw new KStreamsException(
-      s"store names must be unique; declared more than once: ${duplicates.mkString(", ")}")
-    if (wallClock && !df.isStreaming) throw new KStreamsException(
-      "wall-clock punctuation runs on Spark's processing-time timers, which need a streaming " +
-        "DataFrame; drop wallClock = true for a batch DataFrame")
+    if (duplicates.nonEmpty)
+      throw new KStreamsException(s"store names must be unique; declared more than once: ${duplicates.mkString(", ")}")
+    if (wallClock && !df.isStreaming)
+      throw new KStreamsException(
+        "wall-clock punctuation runs on Spark's processing-time timers, which need a streaming " +
+          "DataFrame; drop wallClock = true for a batch DataFrame")
     val resolved = columns.resolve(df)
-    val keyField = df.schema.fields.find(_.name == columns.key)
+    val keyField = df.schema.fields
+      .find(_.name == columns.key)
       .getOrElse(throw StreamColumns.missing(df, columns.key, "key"))
-    val valueField = df.schema.fields.find(_.name == columns.value)
+    val valueField = df.schema.fields
+      .find(_.name == columns.value)
       .getOrElse(throw StreamColumns.missing(df, columns.value, "value"))
 
     val prepared = ArrivalOrder.prepare(df, resolved, GroupScope.PerPartition, Nil, None)
     val schema = prepared.inputSchema
     val topicIndex = schema.fields.indexWhere(f => f.name == "topic" && f.dataType == StringType)
-    val runner = new ProcessorRunner(nodes, roots, stores, prepared.layout,
-      schema.fieldIndex(keyField.name), schema.fieldIndex(valueField.name),
+    val runner = new ProcessorRunner(
+      nodes,
+      roots,
+      stores,
+      prepared.layout,
+      schema.fieldIndex(keyField.name),
+      schema.fieldIndex(valueField.name),
       if (topicIndex >= 0) Some(topicIndex) else None)
     val partitionName = columns.partition.getOrElse(StreamColumns.DefaultPartition)
     val offsetName = columns.offset.getOrElse(StreamColumns.DefaultOffset)
-    val forwarded = StructType(Seq(
-      StructField(Sink, StringType, nullable = true),
-      keyField.copy(nullable = true, metadata = Metadata.empty),
-      valueField.copy(nullable = true, metadata = Metadata.empty),
-      StructField(TimestampMicros, LongType, nullable = false),
-      StructField(partitionName, IntegerType, nullable = false),
-      StructField(offsetName, LongType, nullable = true)))
+    val forwarded = StructType(
+      Seq(
+        StructField(Sink, StringType, nullable = true),
+        keyField.copy(nullable = true, metadata = Metadata.empty),
+        valueField.copy(nullable = true, metadata = Metadata.empty),
+        StructField(TimestampMicros, LongType, nullable = false),
+        StructField(partitionName, IntegerType, nullable = false),
+        StructField(offsetName, LongType, nullable = true)
+      ))
     val timeMode = if (wallClock) TimeMode.ProcessingTime() else TimeMode.None()
-    val processed = prepared.grouped.transformWithState(runner, timeMode, OutputMode.Append())(
-      Encoders.row(forwarded))
+    val processed = prepared.grouped.transformWithState(runner, timeMode, OutputMode.Append())(Encoders.row(forwarded))
     processed.select(
       col(Sink),
       col(ArrivalOrder.quote(keyField.name)),
       col(ArrivalOrder.quote(valueField.name)),
       timestamp_micros(col(TimestampMicros)).as(columns.timestamp),
       col(ArrivalOrder.quote(partitionName)),
-      col(ArrivalOrder.quote(offsetName)))
+      col(ArrivalOrder.quote(offsetName))
+    )
   }
 
   /** The arranged input for a Python processor, after the same checks as [[apply]]. */
@@ -90,7 +104,8 @@ private[kstreams] object ProcessorPlan {
     Sessions.requireStateStore(df)
     val resolved = columns.resolve(df)
     Seq(columns.key -> "key", columns.value -> "value").foreach { case (n, what) =>
-      if (!df.columns.contains(n)) throw StreamColumns.missing(df, n, what) }
+      if (!df.columns.contains(n)) throw StreamColumns.missing(df, n, what)
+    }
     ArrivalOrder.arranged(df, resolved, GroupScope.PerPartition)
   }
 }
@@ -135,15 +150,20 @@ private[kstreams] final class ProcessorRunner(
     val handle = getHandle
     savedStreamTime = handle.getValueState[Long]("streamTime", Encoders.scalaLong, TTLConfig.NONE)
     nextPunctuation = handle.getMapState[ScheduleKey, Long](
-      "punctuations", Encoders.product[ScheduleKey], Encoders.scalaLong, TTLConfig.NONE)
+      "punctuations",
+      Encoders.product[ScheduleKey],
+      Encoders.scalaLong,
+      TTLConfig.NONE)
     wallClockTimer = handle.getValueState[Long]("wallClockTimer", Encoders.scalaLong, TTLConfig.NONE)
-    maps = stores.map(s => s.name ->
-      handle.getMapState[Any, Any]("store_" + s.name, s.keyEncoder, s.valueEncoder, TTLConfig.NONE)).toMap
+    maps = stores
+      .map(s =>
+        s.name ->
+          handle.getMapState[Any, Any]("store_" + s.name, s.keyEncoder, s.valueEncoder, TTLConfig.NONE))
+      .toMap
     tasks = mutable.LinkedHashMap.empty
   }
 
-  override def handleInputRows(
-      group: Int, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
+  override def handleInputRows(group: Int, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
     val order = new OrderCheck(layout)
     val task = taskFor(group, timerValues)
     rows.flatMap { row =>
@@ -157,7 +177,9 @@ private[kstreams] final class ProcessorRunner(
   }
 
   override def handleExpiredTimer(
-      group: Int, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
+      group: Int,
+      timerValues: TimerValues,
+      expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
     wallClockTimer.clear()
     val task = taskFor(group, timerValues)
     task.punctuateWallClock(timerValues.getCurrentProcessingTimeInMs())
@@ -173,11 +195,13 @@ private[kstreams] final class ProcessorRunner(
     tasks.getOrElseUpdate(group, new Task(group, timerValues.getCurrentProcessingTimeInMs()))
 
   private final class Schedule(
-      val key: ScheduleKey, val intervalMs: Long, val kind: PunctuationType, val punctuator: Punctuator)
+      val key: ScheduleKey,
+      val intervalMs: Long,
+      val kind: PunctuationType,
+      val punctuator: Punctuator)
 
   /** A node's processor instance and its context inside one task. */
-  private final class LiveNode(task: Task, val index: Int, val spec: NodeSpec)
-      extends ProcessorContext[Any, Any] {
+  private final class LiveNode(task: Task, val index: Int, val spec: NodeSpec) extends ProcessorContext[Any, Any] {
     val schedules = mutable.ArrayBuffer.empty[Schedule]
     var initializing = true
     val processor: Processor[Any, Any] = task.guard(spec.name, "creating the processor") {
@@ -224,7 +248,8 @@ private[kstreams] final class ProcessorRunner(
     var currentTimestampMicros: Long = 0L
 
     private val live: Vector[LiveNode] = nodes.zipWithIndex.map { case (spec, i) =>
-      new LiveNode(this, i, spec) }.toVector
+      new LiveNode(this, i, spec)
+    }.toVector
     live.foreach(_.init()) // in topology order, as Kafka initializes a task's processors
 
     def streamTimeMs: Long =
@@ -237,19 +262,24 @@ private[kstreams] final class ProcessorRunner(
       val ts = row.getLong(layout.timestampMicrosIndex)
       if (ts > streamTimeMicros) { streamTimeMicros = ts; streamTimeChanged = true }
       currentTopic = topicIndex.map(i => row.getString(i)).orNull
-      currentOffset = if (layout.offsetName.isEmpty || row.isNullAt(layout.orderIndex)) null
+      currentOffset =
+        if (layout.offsetName.isEmpty || row.isNullAt(layout.orderIndex)) null
         else java.lang.Long.valueOf(row.getLong(layout.orderIndex))
       currentTimestampMicros = ts
       val where = layout.where(row)
       roots.foreach(deliver(_, row.get(keyIndex), row.get(valueIndex), ts, where))
-      fireDue(PunctuationType.StreamTime, Math.floorDiv(streamTimeMicros, 1000L),
-        "a stream-time punctuation")
+      fireDue(PunctuationType.StreamTime, Math.floorDiv(streamTimeMicros, 1000L), "a stream-time punctuation")
     }
 
     private def deliver(index: Int, key: Any, value: Any, tsMicros: Long, where: String): Unit = {
       val node = live(index)
-      val record = Record[Any, Any](key, value, Math.floorDiv(tsMicros, 1000L), currentTopic,
-        partition, if (currentOffset == null) -1L else currentOffset)
+      val record = Record[Any, Any](
+        key,
+        value,
+        Math.floorDiv(tsMicros, 1000L),
+        currentTopic,
+        partition,
+        if (currentOffset == null) -1L else currentOffset)
       val saved = currentTimestampMicros
       currentTimestampMicros = tsMicros
       guard(node.spec.name, s"processing the record at $where")(node.processor.process(record))
@@ -259,7 +289,8 @@ private[kstreams] final class ProcessorRunner(
     def forward(node: LiveNode, key: Any, value: Any, tsMicros: Long): Unit = {
       node.spec.sinks.foreach(sink => out += Row(sink, key, value, tsMicros, partition, currentOffset))
       if (node.spec.children.nonEmpty) {
-        val where = if (currentOffset != null) s"partition $partition, offset $currentOffset"
+        val where =
+          if (currentOffset != null) s"partition $partition, offset $currentOffset"
           else s"partition $partition (forwarded by '${node.spec.name}' in a punctuation)"
         node.spec.children.foreach(deliver(_, key, value, tsMicros, where))
       }
@@ -274,7 +305,8 @@ private[kstreams] final class ProcessorRunner(
       * node and registration order), then moves to its first boundary after `now` (boundaries
       * jumped over are not fired one by one). */
     private def fireDue(kind: PunctuationType, now: Long, what: String): Unit = {
-      val due = live.flatMap(_.schedules)
+      val due = live
+        .flatMap(_.schedules)
         .filter(s => s.kind == kind && nextPunctuation.getValue(s.key) <= now)
         .map(s => (nextPunctuation.getValue(s.key), s))
         .sortBy { case (at, s) => (at, s.key.node, s.key.number) }
@@ -282,10 +314,10 @@ private[kstreams] final class ProcessorRunner(
         currentTopic = null
         currentOffset = null
         currentTimestampMicros = Math.multiplyExact(now, 1000L)
-        guard(live(s.key.node).spec.name, s"in $what at $now ms (partition $partition)")(
-          s.punctuator.punctuate(now))
+        guard(live(s.key.node).spec.name, s"in $what at $now ms (partition $partition)")(s.punctuator.punctuate(now))
         val next = at + s.intervalMs
-        nextPunctuation.updateValue(s.key,
+        nextPunctuation.updateValue(
+          s.key,
           if (now >= next) at + ((now - at) / s.intervalMs + 1) * s.intervalMs else next)
       }
     }
@@ -305,12 +337,12 @@ private[kstreams] final class ProcessorRunner(
 
     def schedule(node: LiveNode, interval: Duration, kind: PunctuationType, punctuator: Punctuator): Unit = {
       val name = node.spec.name
-      if (!node.initializing) throw new KStreamsException(
-        s"processor '$name' called schedule outside init; register schedules in init")
+      if (!node.initializing)
+        throw new KStreamsException(s"processor '$name' called schedule outside init; register schedules in init")
       if (kind == null) throw new KStreamsException(s"processor '$name': punctuation type is null")
       val ms = Intervals.micros(interval) / 1000
-      if (ms <= 0) throw new KStreamsException(
-        s"processor '$name': punctuation interval must be at least 1 ms, got $interval")
+      if (ms <= 0)
+        throw new KStreamsException(s"processor '$name': punctuation interval must be at least 1 ms, got $interval")
       if (kind == PunctuationType.WallClockTime && startProcessingTimeMs < 0)
         throw new KStreamsException(
           s"processor '$name' scheduled a wall-clock punctuation, which needs " +
@@ -319,20 +351,23 @@ private[kstreams] final class ProcessorRunner(
       if (!nextPunctuation.containsKey(key)) {
         // Kafka aligns stream-time schedules to 0 (the first record punctuates) and wall-clock
         // schedules to the time they are first registered.
-        nextPunctuation.updateValue(key, kind match {
-          case PunctuationType.StreamTime => 0L
-          case PunctuationType.WallClockTime => startProcessingTimeMs + ms
-        })
+        nextPunctuation.updateValue(
+          key,
+          kind match {
+            case PunctuationType.StreamTime => 0L
+            case PunctuationType.WallClockTime => startProcessingTimeMs + ms
+          })
       }
       node.schedules += new Schedule(key, ms, kind, punctuator)
       if (kind == PunctuationType.WallClockTime) armWallClockTimer()
     }
 
     def store(node: LiveNode, storeName: String): KeyValueStore[Any, Any] = {
-      if (!node.spec.stores.contains(storeName)) throw new KStreamsException(
-        s"processor '${node.spec.name}' asked for store '$storeName', which was not declared; " +
-          s"declare it in process(..., stores = Seq(Stores.keyValue(\"$storeName\"))); declared: " +
-          (if (node.spec.stores.isEmpty) "none" else node.spec.stores.sorted.mkString(", ")))
+      if (!node.spec.stores.contains(storeName))
+        throw new KStreamsException(
+          s"processor '${node.spec.name}' asked for store '$storeName', which was not declared; " +
+            s"declare it in process(..., stores = Seq(Stores.keyValue(\"$storeName\"))); declared: " +
+            (if (node.spec.stores.isEmpty) "none" else node.spec.stores.sorted.mkString(", ")))
       storeViews.getOrElseUpdate(storeName, new MapStateStore(storeName, maps(storeName)))
     }
 
@@ -353,8 +388,8 @@ private[kstreams] final class ProcessorRunner(
       try body
       catch {
         case e: KStreamsException => throw e
-        case NonFatal(e) => throw new KStreamsException(
-          s"processor '$name' failed $where: ${e.getClass.getName}: ${e.getMessage}", e)
+        case NonFatal(e) =>
+          throw new KStreamsException(s"processor '$name' failed $where: ${e.getClass.getName}: ${e.getMessage}", e)
       }
   }
 }
@@ -376,7 +411,11 @@ private[kstreams] final class MapStateStore(val name: String, state: MapState[An
     existing
   }
   override def range(from: Any, to: Any)(implicit ordering: Ordering[Any]): Iterator[(Any, Any)] =
-    state.iterator().filter { case (k, _) => ordering.gteq(k, from) && ordering.lteq(k, to) }
-      .toVector.sortBy(_._1).iterator
+    state
+      .iterator()
+      .filter { case (k, _) => ordering.gteq(k, from) && ordering.lteq(k, to) }
+      .toVector
+      .sortBy(_._1)
+      .iterator
   override def all(): Iterator[(Any, Any)] = state.iterator()
 }

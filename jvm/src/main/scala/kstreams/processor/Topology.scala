@@ -31,17 +31,22 @@ final class Topology {
     def parents: Seq[String] = Nil
   }
   private final case class ProcessorNode(
-      name: String, supplier: ProcessorSupplier[Any, Any], stores: Seq[StoreSpec],
-      parents: Seq[String]) extends Node
-  private final case class SinkNode(name: String, target: (DataFrame, Long) => Unit,
-      parents: Seq[String]) extends Node
+      name: String,
+      supplier: ProcessorSupplier[Any, Any],
+      stores: Seq[StoreSpec],
+      parents: Seq[String])
+      extends Node
+  private final case class SinkNode(name: String, target: (DataFrame, Long) => Unit, parents: Seq[String]) extends Node
 
   private val nodes = mutable.LinkedHashMap.empty[String, Node]
 
   /** Adds a source reading a streaming DataFrame with record columns named as in `columns`. */
   def addSource(name: String, df: DataFrame, columns: StreamColumns = StreamColumns()): Topology =
-    add(Source(name, Option(df).getOrElse(throw new KStreamsException(
-      s"source '$name' needs a DataFrame, got null")), columns))
+    add(
+      Source(
+        name,
+        Option(df).getOrElse(throw new KStreamsException(s"source '$name' needs a DataFrame, got null")),
+        columns))
 
   /** Adds a processor fed by what its parents forward (or read, for sources). */
   def addProcessor[K, V](name: String, supplier: ProcessorSupplier[K, V], parents: String*): Topology =
@@ -49,21 +54,24 @@ final class Topology {
 
   /** Adds a processor with the key-value stores it uses. */
   def addProcessor[K, V](
-      name: String, supplier: ProcessorSupplier[K, V], stores: Seq[StoreSpec],
+      name: String,
+      supplier: ProcessorSupplier[K, V],
+      stores: Seq[StoreSpec],
       parents: String*): Topology = {
     if (supplier == null) throw new KStreamsException(s"processor '$name' needs a supplier")
-    add(ProcessorNode(name, supplier.asInstanceOf[ProcessorSupplier[Any, Any]], stores,
-      checkedParents(name, parents)))
+    add(ProcessorNode(name, supplier.asInstanceOf[ProcessorSupplier[Any, Any]], stores, checkedParents(name, parents)))
   }
 
   /** Adds a sink: `target(batch, batchId)` gets each micro-batch's records its parents forward. */
   def addSink(name: String, target: (DataFrame, Long) => Unit, parents: String*): Topology = {
     val ps = checkedParents(name, parents)
-    ps.foreach(p => nodes(p) match {
-      case _: ProcessorNode =>
-      case _ => throw new KStreamsException(
-        s"sink '$name': parent '$p' is not a processor; a sink's parents must be processors")
-    })
+    ps.foreach(p =>
+      nodes(p) match {
+        case _: ProcessorNode =>
+        case _ =>
+          throw new KStreamsException(
+            s"sink '$name': parent '$p' is not a processor; a sink's parents must be processors")
+      })
     add(SinkNode(name, target, ps))
   }
 
@@ -80,8 +88,10 @@ final class Topology {
     if (parents.isEmpty) throw new KStreamsException(s"'$name' needs at least one parent")
     parents.foreach { p =>
       nodes.get(p) match {
-        case None => throw new KStreamsException(s"'$name': parent '$p' is not in the topology " +
-          s"(add parents first); nodes: ${if (nodes.isEmpty) "none" else nodes.keys.mkString(", ")}")
+        case None =>
+          throw new KStreamsException(
+            s"'$name': parent '$p' is not in the topology " +
+              s"(add parents first); nodes: ${if (nodes.isEmpty) "none" else nodes.keys.mkString(", ")}")
         case Some(_: SinkNode) =>
           throw new KStreamsException(s"'$name': parent '$p' is a sink, which has no output")
         case _ =>
@@ -151,8 +161,9 @@ final class Topology {
         .trigger(trigger)
         .foreachBatch { (batch: DataFrame, batchId: Long) =>
           batch.persist()
-          try sinks.foreach(k =>
-            k.target(batch.where(col(ProcessorPlan.Sink) === k.name).drop(ProcessorPlan.Sink), batchId))
+          try
+            sinks.foreach(k =>
+              k.target(batch.where(col(ProcessorPlan.Sink) === k.name).drop(ProcessorPlan.Sink), batchId))
           finally batch.unpersist()
           ()
         }
@@ -162,26 +173,36 @@ final class Topology {
 
   private def plan(sub: Seq[Node], wallClock: Boolean): DataFrame = {
     val sources = sub.collect { case s: Source => s }
-    if (sources.size != 1) throw new KStreamsException(
-      s"a Scala sub-topology reads one source, this one reads ${sources.map(_.name).mkString(", ")}; " +
-        "union the DataFrames into one source (or use Python's Topology, which merges them)")
+    if (sources.size != 1)
+      throw new KStreamsException(
+        s"a Scala sub-topology reads one source, this one reads ${sources.map(_.name).mkString(", ")}; " +
+          "union the DataFrames into one source (or use Python's Topology, which merges them)")
     val processors = sub.collect { case p: ProcessorNode => p }
     if (processors.isEmpty) throw new KStreamsException(s"source '${sources.head.name}' feeds no processor")
     val index = processors.map(_.name).zipWithIndex.toMap
     val specs = processors.map { p =>
       val cs = children(p.name)
-      NodeSpec(p.name, p.supplier, p.stores.map(_.name),
+      NodeSpec(
+        p.name,
+        p.supplier,
+        p.stores.map(_.name),
         children = cs.collect { case c: ProcessorNode => index(c.name) },
         sinks = cs.collect { case k: SinkNode => k.name })
     }
     val roots = children(sources.head.name).collect { case c: ProcessorNode => index(c.name) }
-    val stores = processors.flatMap(_.stores).groupBy(_.name).values.map { same =>
-      if (same.map(s => (s.keyEncoder.schema, s.valueEncoder.schema)).distinct.size > 1)
-        throw new KStreamsException(
-        s"store '${same.head.name}' is declared with different encoders by different processors")
-      same.head
-    }.toSeq
-    ProcessorPlan.plan(sources.head.df, sources.head.columns, specs, roots, stores, wallClock)
+    val stores = processors
+      .flatMap(_.stores)
+      .groupBy(_.name)
+      .values
+      .map { same =>
+        if (same.map(s => (s.keyEncoder.schema, s.valueEncoder.schema)).distinct.size > 1)
+          throw new KStreamsException(
+            s"store '${same.head.name}' is declared with different encoders by different processors")
+        same.head
+      }
+      .toSeq
+    ProcessorPlan
+      .plan(sources.head.df, sources.head.columns, specs, roots, stores, wallClock)
       .withColumnRenamed(sources.head.columns.key, "key")
       .withColumnRenamed(sources.head.columns.value, "value")
   }

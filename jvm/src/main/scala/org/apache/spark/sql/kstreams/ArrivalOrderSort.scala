@@ -21,8 +21,7 @@ import org.apache.spark.sql.internal.SQLConf
   * no shuffle or sort of its own), even when the optimizer folds a constant grouping column.
   * Lives in Spark's package to build a Dataset from a logical plan.
   */
-case class ArrivalOrderSort(groupBy: Seq[Attribute], order: Seq[SortOrder], child: LogicalPlan)
-    extends UnaryNode {
+case class ArrivalOrderSort(groupBy: Seq[Attribute], order: Seq[SortOrder], child: LogicalPlan) extends UnaryNode {
   override def output: Seq[Attribute] = child.output
   override protected def withNewChildInternal(newChild: LogicalPlan): ArrivalOrderSort =
     copy(child = newChild)
@@ -47,15 +46,16 @@ object ArrivalOrderStrategy extends SparkStrategy {
   private def statePartitions(): Int = {
     val fallback = SQLConf.get.numShufflePartitions
     val sessions = Seq(classic.SparkSession.getActiveSession, classic.SparkSession.getDefaultSession).flatten
-    val queryId = sessions.headOption.flatMap(s =>
-      Option(s.sparkContext.getLocalProperty(StreamExecution.QUERY_ID_KEY)))
+    val queryId =
+      sessions.headOption.flatMap(s => Option(s.sparkContext.getLocalProperty(StreamExecution.QUERY_ID_KEY)))
     val execution = queryId.flatMap { id =>
       sessions.iterator.flatMap(s => Option(s.streams.get(id))).collectFirst {
         case wrapper: StreamingQueryWrapper => wrapper.streamingQuery
         case execution: StreamExecution => execution
       }
     }
-    val restored = execution.flatMap(_.offsetLog.getLatest())
+    val restored = execution
+      .flatMap(_.offsetLog.getLatest())
       .flatMap { case (_, offsets) => offsets.metadataOpt }
       .flatMap(_.conf.get(SQLConf.SHUFFLE_PARTITIONS.key))
     restored.map(_.toInt).getOrElse(fallback)
@@ -63,6 +63,7 @@ object ArrivalOrderStrategy extends SparkStrategy {
 }
 
 object ArrivalOrderSort {
+
   /** `df` hash-partitioned on `groupBy` and sorted inside each partition by `orderBy` (ascending,
     * after `groupBy`); streaming or batch. */
   def partitionAndSort(df: DataFrame, groupBy: String, orderBy: Seq[String]): DataFrame = {
@@ -73,8 +74,8 @@ object ArrivalOrderSort {
       session.experimental.extraStrategies = strategies :+ ArrivalOrderStrategy
     }
     val plan = ds.queryExecution.analyzed
-    def attribute(name: String) = plan.output.find(_.name == name).getOrElse(
-      throw new IllegalArgumentException(s"no column $name"))
+    def attribute(name: String) =
+      plan.output.find(_.name == name).getOrElse(throw new IllegalArgumentException(s"no column $name"))
     val order = (groupBy +: orderBy).map(name => SortOrder(attribute(name), Ascending))
     classic.Dataset.ofRows(session, ArrivalOrderSort(Seq(attribute(groupBy)), order, plan))
   }

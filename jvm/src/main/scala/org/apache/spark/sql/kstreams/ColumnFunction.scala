@@ -14,10 +14,8 @@ import org.apache.spark.sql.types.DataType
   *
   * {{{ val add = ColumnFunction(spark, Seq("agg" -> LongType, "value" -> LongType), col("agg") + 1) }}}
   */
-final class ColumnFunction private (
-    bound: Expression,
-    inputTypes: Seq[DataType],
-    val dataType: DataType) extends Serializable {
+final class ColumnFunction private (bound: Expression, inputTypes: Seq[DataType], val dataType: DataType)
+    extends Serializable {
 
   @transient private lazy val toCatalyst = inputTypes.map(CatalystTypeConverters.createToCatalystConverter)
   @transient private lazy val toScala = CatalystTypeConverters.createToScalaConverter(dataType)
@@ -34,6 +32,7 @@ final class ColumnFunction private (
 }
 
 object ColumnFunction {
+
   /** Resolves `expression` against inputs of the given names and types; with `resultType`, the
     * result is cast to it (an aggregate keeps its initializer's type). Throws Spark's
     * AnalysisException when the expression does not resolve. */
@@ -44,8 +43,11 @@ object ColumnFunction {
       resultType: Option[DataType] = None): ColumnFunction = {
     val attributes = inputs.map { case (name, dataType) => AttributeReference(name, dataType)() }
     val relation = LocalRelation(attributes)
-    val analyzed = classic.Dataset.ofRows(spark.asInstanceOf[classic.SparkSession], relation)
-      .select(expression).queryExecution.analyzed
+    val analyzed = classic.Dataset
+      .ofRows(spark.asInstanceOf[classic.SparkSession], relation)
+      .select(expression)
+      .queryExecution
+      .analyzed
     val resolved = analyzed match {
       case Project(Seq(Alias(child, _)), _) => child
       case Project(Seq(other), _) => other

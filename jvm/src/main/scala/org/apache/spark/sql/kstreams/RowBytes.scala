@@ -2,7 +2,13 @@ package org.apache.spark.sql.kstreams
 
 import org.apache.spark.sql.Column
 import org.apache.spark.sql.catalyst.{CatalystTypeConverters, InternalRow}
-import org.apache.spark.sql.catalyst.expressions.{Expression, KnownNotNull, UnaryExpression, UnsafeProjection, UnsafeRow}
+import org.apache.spark.sql.catalyst.expressions.{
+  Expression,
+  KnownNotNull,
+  UnaryExpression,
+  UnsafeProjection,
+  UnsafeRow
+}
 import org.apache.spark.sql.catalyst.expressions.codegen.{CodegenContext, ExprCode, GenerateUnsafeProjection}
 import org.apache.spark.sql.catalyst.expressions.codegen.Block._
 import org.apache.spark.sql.classic.ExpressionUtils
@@ -24,10 +30,13 @@ case class EncodeRow(children: Seq[Expression]) extends Expression {
   override protected def doGenCode(ctx: CodegenContext, ev: ExprCode): ExprCode = {
     val row = GenerateUnsafeProjection.createCode(ctx, children, false)
     // getBytes may return the writer's reused buffer; the copy is what leaves the expression
-    ev.copy(code = code"""
+    ev.copy(
+      code = code"""
       |${row.code}
       |byte[] ${ev.value} = ${row.value}.getBytes();
-      |if (${ev.value} == ${row.value}.getBaseObject()) ${ev.value} = (byte[]) ${ev.value}.clone();""".stripMargin, isNull = org.apache.spark.sql.catalyst.expressions.codegen.FalseLiteral)
+      |if (${ev.value} == ${row.value}.getBaseObject()) ${ev.value} = (byte[]) ${ev.value}.clone();""".stripMargin,
+      isNull = org.apache.spark.sql.catalyst.expressions.codegen.FalseLiteral
+    )
   }
 
   override protected def withNewChildrenInternal(newChildren: IndexedSeq[Expression]): EncodeRow =
@@ -44,11 +53,15 @@ case class DecodeRow(child: Expression, schema: StructType) extends UnaryExpress
     row
   }
   override protected def doGenCode(ctx: CodegenContext, ev: ExprCode): ExprCode =
-    nullSafeCodeGen(ctx, ev, bytes => {
-      val rowClass = classOf[UnsafeRow].getName
-      s"""${ev.value} = new $rowClass(${schema.length});
+    nullSafeCodeGen(
+      ctx,
+      ev,
+      bytes => {
+        val rowClass = classOf[UnsafeRow].getName
+        s"""${ev.value} = new $rowClass(${schema.length});
          |(($rowClass) ${ev.value}).pointTo($bytes, $bytes.length);""".stripMargin
-    })
+      }
+    )
   override protected def withNewChildInternal(newChild: Expression): DecodeRow =
     copy(child = newChild)
 }

@@ -21,14 +21,23 @@ final class WaitingClock(start: Long) extends ManualClock(start) {
   * processing-time timers) follows a [[WaitingClock]]: for exact wall-clock tests. Lives in
   * Spark's package to reach `startQuery`'s clock parameter. */
 object ManualClockQuery {
-  def start(df: DataFrame, checkpoint: String, clock: WaitingClock, triggerMs: Long)
-      : (StreamingQuery, MemorySink) = {
+  def start(df: DataFrame, checkpoint: String, clock: WaitingClock, triggerMs: Long): (StreamingQuery, MemorySink) = {
     val sink = new MemorySink()
     val session = df.sparkSession.asInstanceOf[classic.SparkSession]
     // name, sink name, checkpoint, plan, options, sink, mode, temp checkpoint, recover, trigger, clock
-    val query = session.streams.startQuery(None, None, Some(checkpoint),
-      df.asInstanceOf[classic.Dataset[Row]], Map.empty[String, String], sink, OutputMode.Append(),
-      false, true, Trigger.ProcessingTime(triggerMs), clock)
+    val query = session.streams.startQuery(
+      None,
+      None,
+      Some(checkpoint),
+      df.asInstanceOf[classic.Dataset[Row]],
+      Map.empty[String, String],
+      sink,
+      OutputMode.Append(),
+      false,
+      true,
+      Trigger.ProcessingTime(triggerMs),
+      clock
+    )
     (query, sink)
   }
 
