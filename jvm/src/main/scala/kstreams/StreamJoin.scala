@@ -1,36 +1,11 @@
 package kstreams
 
-import java.time.Duration
-
 import scala.collection.mutable
 
 import org.apache.spark.sql.{Column, Encoders, Row}
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types._
-
-/** The join window of a KStream-KStream join: records join when `|t1 - t2| <= timeDifference`.
-  * A record's window closes once the query's watermark passes `t + timeDifference + grace`; then
-  * a left/outer join emits it unmatched. The record stays joinable until the watermark reaches
-  * `t + 2 * timeDifference + grace`, the retention of Kafka Streams' join window stores, so a
-  * record of the other side that is not late still finds it.
-  *
-  * {{{ JoinWindows.ofTimeDifferenceWithNoGrace(Duration.ofMillis(100)) }}}
-  */
-final case class JoinWindows private (timeDifferenceMicros: Long, graceMicros: Long)
-
-object JoinWindows {
-  def ofTimeDifferenceWithNoGrace(timeDifference: Duration): JoinWindows =
-    of(Intervals.micros(timeDifference), 0L)
-  def ofTimeDifferenceWithNoGrace(timeDifference: String): JoinWindows =
-    of(Intervals.micros(timeDifference), 0L)
-  def ofTimeDifferenceAndGrace(timeDifference: Duration, grace: Duration): JoinWindows =
-    of(Intervals.micros(timeDifference), Intervals.micros(grace))
-  def ofTimeDifferenceAndGrace(timeDifference: String, grace: String): JoinWindows =
-    of(Intervals.micros(timeDifference), Intervals.micros(grace))
-
-  private def of(difference: Long, grace: Long) = new JoinWindows(difference, grace)
-}
 
 /** KStream-KStream windowed join (spec section 5). Per key, each side's records stay buffered for
   * Kafka's window-store retention (watermark below `t + 2 * difference + grace`); a new record

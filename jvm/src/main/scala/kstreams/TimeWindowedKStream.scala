@@ -1,0 +1,25 @@
+package kstreams
+
+import org.apache.spark.sql.Column
+
+/** A stream grouped by key and tumbling window. Aggregations give one result per (key, window)
+  * with a `window` column; the result timestamp is the largest within the window. */
+final class TimeWindowedKStream private[kstreams] (stream: KStream, windows: TimeWindows) {
+
+  /** Records per (key, window). {{{ grouped.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s")).count() }}} */
+  def count(): KTable = Aggregate.run(stream, Aggregate.count, Aggregate.Tumbling(windows))
+
+  /** [[KGroupedStream.reduce]] per window. */
+  def reduce(adder: (Column, Column) => Column): KTable =
+    Aggregate.run(stream, KGroupedStream.reduceFold(adder), Aggregate.Tumbling(windows))
+
+  /** [[KGroupedStream.aggregate]] per window. */
+  def aggregate(initializer: Column, adder: (Column, Column) => Column): KTable =
+    Aggregate.run(stream, KGroupedStream.aggregateFold(initializer, adder, None), Aggregate.Tumbling(windows))
+
+  /** The first record of each (key, window), with a `window` column (start, end).
+    *
+    * {{{ KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s")).distinct().df }}}
+    */
+  def distinct(): KStream = stream.withDf(WindowedDistinct.tumbling(stream.df, stream.columns, windows))
+}
