@@ -33,7 +33,7 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, St
 
 from kstreams_spark.errors import KStreamsError
 
-# Helper columns of the prepared input (kstreams.ArrivalOrder) and the forwarded timestamp.
+# Helper columns of the prepared input (kstreams.internal.plan.ArrivalOrder) and the forwarded timestamp.
 GROUP = "__kstreams_group"
 PARTITION = "__kstreams_partition"
 ORDER = "__kstreams_order"

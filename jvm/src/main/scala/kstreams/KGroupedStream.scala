@@ -3,6 +3,8 @@ package kstreams
 import org.apache.spark.sql.Column
 import org.apache.spark.sql.functions.col
 
+import kstreams.internal.aggregate._
+
 /** `KStream.groupByKey` / `groupBy`: records grouped by their key, for aggregations and windows.
   * Aggregations fold a key's records in arrival order into a [[KTable]] whose timestamp is the
   * largest timestamp folded in; records with a null key are skipped and counted, and so are null

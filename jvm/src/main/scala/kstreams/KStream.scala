@@ -7,6 +7,10 @@ import org.apache.spark.sql.functions._
 import org.apache.spark.sql.streaming.DataStreamWriter
 import org.apache.spark.sql.types._
 
+import kstreams.internal.dedup._
+import kstreams.internal.join._
+import kstreams.internal.plan._
+
 /** A Kafka-Streams-style view of a DataFrame (streaming or batch).
   *
   * Operators return a new `KStream`; [[df]] is the result. Deduplication keeps the input's columns
@@ -267,7 +271,7 @@ object KStream {
     * {{{ val spark = KStream.configure(SparkSession.builder().master("local[2]")).getOrCreate() }}}
     */
   def configure(builder: SparkSession.Builder): SparkSession.Builder =
-    builder.config(Sessions.ProviderKey, Sessions.RocksDBProvider)
+    builder.config(SparkSessionChecks.ProviderKey, SparkSessionChecks.RocksDBProvider)
 
   /** Checks that `id` resolves on `df` and returns its type, with an error that says what is
     * wrong if it does not. */

@@ -2,6 +2,11 @@ package kstreams
 
 import org.apache.spark.sql.{Column, DataFrame}
 
+import kstreams.internal.aggregate._
+import kstreams.internal.dedup._
+import kstreams.internal.join._
+import kstreams.internal.plan._
+
 /** The one JVM entry point of the Python package: everything Python needs, with plain types.
   * Python never reimplements operator logic; it builds a [[KStream]] here and calls its methods.
   */

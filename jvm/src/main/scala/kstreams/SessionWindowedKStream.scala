@@ -2,6 +2,9 @@ package kstreams
 
 import org.apache.spark.sql.Column
 
+import kstreams.internal.aggregate._
+import kstreams.internal.window._
+
 /** A stream grouped by key and session window. Aggregations give one result per (key, session)
   * with a `window` column (first and last record's time); when a record merges sessions, each
   * merged-away session gets a tombstone (null value). The result timestamp is the session's

@@ -3,6 +3,8 @@ package kstreams
 import org.apache.spark.sql.DataFrame
 import org.apache.spark.sql.types._
 
+import kstreams.internal.plan._
+
 /** Which columns of a DataFrame play the parts of a Kafka record.
   *
   * Defaults are the names of Spark's Kafka source. `partition` and `offset` are optional: when the
@@ -75,11 +77,6 @@ final case class StreamColumns(
   }
 }
 
-private[kstreams] final case class ResolvedColumns(
-    names: StreamColumns,
-    timestamp: Option[StructField],
-    partition: Option[StructField],
-    offset: Option[StructField])
 object StreamColumns {
   val DefaultKey = "key"
   val DefaultValue = "value"

@@ -2,6 +2,9 @@ package kstreams
 
 import org.apache.spark.sql.Column
 
+import kstreams.internal.aggregate._
+import kstreams.internal.window._
+
 /** A stream grouped by key and tumbling window. Aggregations give one result per (key, window)
   * with a `window` column; the result timestamp is the largest within the window. */
 final class TimeWindowedKStream private[kstreams] (stream: KStream, windows: TimeWindows) {

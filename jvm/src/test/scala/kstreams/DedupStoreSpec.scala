@@ -9,6 +9,8 @@ import org.apache.spark.sql.{DataFrame, Encoders}
 import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
 import org.apache.spark.sql.functions.col
 
+import kstreams.internal.dedup._
+
 /** The per-partition dedup store at every memory setting: kept in memory between micro-batches,
   * spilled to one RocksDB row per key from the start, and spilling in the middle of a stream, each
   * against an oracle written from SEMANTICS.md section 2 (not from the processor), in one

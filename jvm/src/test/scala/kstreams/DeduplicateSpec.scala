@@ -10,6 +10,9 @@ import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
 import org.apache.spark.sql.functions.{col, hash, lit, pmod}
 import org.apache.spark.sql.kstreams.RowBytes
 
+import kstreams.internal.dedup._
+import kstreams.internal.plan._
+
 /** SEMANTICS.md section 2 through the Scala API: each example in one micro-batch, one micro-batch
   * per record, with a restart from the checkpoint half-way, and as a batch DataFrame. */
 class DeduplicateSpec extends SparkSuite {
@@ -239,11 +242,11 @@ class DeduplicateSpec extends SparkSuite {
     assert(badId.getMessage.contains("does not resolve on this DataFrame"))
     val noRocks = spark.newSession()
     noRocks.conf.set(
-      Sessions.ProviderKey,
+      SparkSessionChecks.ProviderKey,
       "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider")
     val otherDf = noRocks.createDataFrame(Event.numbered(Seq(at("a", 1))))
     val e = intercept[KStreamsException](KStream(otherDf).deduplicateByKey("1 s"))
-    assert(e.getMessage.contains(s"Set ${Sessions.ProviderKey}=${Sessions.RocksDBProvider}"))
+    assert(e.getMessage.contains(s"Set ${SparkSessionChecks.ProviderKey}=${SparkSessionChecks.RocksDBProvider}"))
   }
 
   test("a null timestamp fails the query naming column, partition and offset") {

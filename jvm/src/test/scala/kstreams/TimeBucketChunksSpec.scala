@@ -8,6 +8,8 @@ import org.apache.spark.sql.{Encoders, Row}
 import org.apache.spark.sql.functions.col
 import org.apache.spark.sql.streaming._
 
+import kstreams.internal.dedup._
+
 /** One input row: append `id` under the bucket of `ts`, or, for id "evict", drop the buckets
   * that end at or before `ts`. */
 final case class ChunkOp(ts: Long, id: String)

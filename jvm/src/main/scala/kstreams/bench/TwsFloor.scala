@@ -5,6 +5,8 @@ import org.apache.spark.sql.streaming._
 
 import kstreams._
 
+import kstreams.internal.plan._
+
 /** The benchmark's floor for any `transformWithState` operator: the input prepared exactly as
   * `deduplicateByKey` prepares it (arrival order per partition, compact rows, RocksDB state, event
   * time), through a processor that forwards every record and writes one value per group and

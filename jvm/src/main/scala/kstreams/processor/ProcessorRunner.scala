@@ -11,6 +11,8 @@ import org.apache.spark.sql.functions.{col, timestamp_micros}
 import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types._
 
+import kstreams.internal.plan._
+
 /** Plans `KStream.process`: the input in arrival order, grouped by input partition (one group =
   * one Kafka Streams task), through a [[ProcessorRunner]] in `transformWithState`.
   *
@@ -49,7 +51,7 @@ private[kstreams] object ProcessorPlan {
       roots: Seq[Int],
       stores: Seq[StoreSpec],
       wallClock: Boolean): DataFrame = {
-    Sessions.requireStateStore(df)
+    SparkSessionChecks.requireStateStore(df)
     val duplicates = stores.groupBy(_.name).collect { case (n, s) if s.size > 1 => n }
     if (duplicates.nonEmpty)
       throw new KStreamsException(s"store names must be unique; declared more than once: ${duplicates.mkString(", ")}")
@@ -101,7 +103,7 @@ private[kstreams] object ProcessorPlan {
 
   /** The arranged input for a Python processor, after the same checks as [[apply]]. */
   def pythonInput(df: DataFrame, columns: StreamColumns): DataFrame = {
-    Sessions.requireStateStore(df)
+    SparkSessionChecks.requireStateStore(df)
     val resolved = columns.resolve(df)
     Seq(columns.key -> "key", columns.value -> "value").foreach { case (n, what) =>
       if (!df.columns.contains(n)) throw StreamColumns.missing(df, n, what)

@@ -1,12 +1,16 @@
 package kstreams
+package internal
+package dedup
 
 import org.apache.spark.sql.{Column, DataFrame, Encoders}
 import org.apache.spark.sql.streaming._
 
+import kstreams.internal.plan._
+
 /** The KIP-655 deduplication operators (spec section 2): `deduplicateByKey`,
   * `deduplicateByKeyValue` and `deduplicate` differ only in the dedup key and in whether state is
   * scoped to the input partition or global. Per-partition state uses the time-bucketed
-  * [[BucketedDedupProcessor]]; the global store of `deduplicate`, where a purge by one partition's
+  * [[PerPartitionDedupProcessor]]; the global store of `deduplicate`, where a purge by one partition's
   * stream time must be seen by the others, uses [[GlobalDedupProcessor]] with one entry per id,
   * spread over id hash groups.
   */
@@ -20,7 +24,7 @@ private[kstreams] object Deduplicate {
       scope: GroupScope,
       intervalMicros: Long,
       metricName: String): DataFrame = {
-    Sessions.requireStateStore(df)
+    SparkSessionChecks.requireStateStore(df)
     val resolved = columns.resolve(df)
     parts.foreach { case (name, c) =>
       StreamColumns.checkKeyType(s"dedup key part '$name'", df.select(c).schema.head.dataType)
@@ -61,7 +65,7 @@ private[kstreams] object Deduplicate {
       intervalMicros: Long,
       metricName: String): DataFrame = {
     val (grouped, userSchema) = ArrivalOrder.prepareCompact(df, resolved, parts.map(_._2), Some(intervalMicros))
-    val processor = new BucketedDedupProcessor(
+    val processor = new PerPartitionDedupProcessor(
       intervalMicros,
       hasOffset = resolved.offset.isDefined,
       useTimers = df.isStreaming,

@@ -1,4 +1,6 @@
 package kstreams
+package internal
+package plan
 
 import scala.collection.mutable
 
@@ -8,6 +10,8 @@ import org.apache.spark.sql.functions._
 import org.apache.spark.sql.kstreams.{ArrivalOrderSort, RowBytes}
 import org.apache.spark.sql.streaming.MapState
 import org.apache.spark.sql.types._
+
+import kstreams.internal.dedup._
 
 /** Prepares a DataFrame for a stateful processor that must see every input partition's records in
   * arrival order (spec section 1): micro-batch by micro-batch, and inside one micro-batch by

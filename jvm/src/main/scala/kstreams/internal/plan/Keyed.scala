@@ -1,4 +1,6 @@
 package kstreams
+package internal
+package plan
 
 import scala.collection.mutable
 
@@ -50,7 +52,7 @@ private[kstreams] object Keyed {
 
   def prepare(sides: Seq[SideInput]): Input = {
     val first = sides.head.stream
-    sides.foreach(s => Sessions.requireStateStore(s.stream.df))
+    sides.foreach(s => SparkSessionChecks.requireStateStore(s.stream.df))
     val keyFields = sides.map(s => s.stream.columns.keyField(s.stream.df))
     keyFields.zip(sides).tail.foreach { case (f, s) =>
       if (f.dataType != keyFields.head.dataType)

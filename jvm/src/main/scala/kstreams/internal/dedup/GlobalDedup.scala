@@ -1,4 +1,6 @@
 package kstreams
+package internal
+package dedup
 
 import java.nio.ByteBuffer
 
@@ -6,6 +8,9 @@ import scala.collection.mutable
 
 import org.apache.spark.sql.Encoders
 import org.apache.spark.sql.streaming._
+
+import kstreams.internal.plan._
+import kstreams.internal.state._
 
 /** One record of `deduplicate` as the spread global store reads it ([[GlobalDedupProcessor]]):
   * a [[CompactRecord]] plus the id's hash `group` and `streamTimeMicros`, the largest timestamp of
@@ -112,7 +117,7 @@ private[kstreams] final class GlobalDedupProcessor(
     buckets = new TimeBucketChunks(getHandle, bucketMicros)
     streamTimes = getHandle.getMapState[Int, Long]("streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
     groups = getHandle.getValueState[Int]("groups", Encoders.scalaInt, TTLConfig.NONE)
-    sweeper = new Sweeper(getHandle, math.max(intervalMicros, BucketedDedupProcessor.IdleSweepMicros))
+    sweeper = new Sweeper(getHandle, math.max(intervalMicros, PerPartitionDedupProcessor.IdleSweepMicros))
   }
 
   override def handleInputRows(
@@ -181,7 +186,7 @@ private[kstreams] final class GlobalDedupProcessor(
       val k = ByteBuffer.wrap(key)
       var slot = map.get(k)
       if (slot == null) {
-        if (bytes > budgetBytes && map.size >= BucketedDedupProcessor.MinFlushEntries) flush()
+        if (bytes > budgetBytes && map.size >= PerPartitionDedupProcessor.MinFlushEntries) flush()
         slot = new Slot(key)
         val stored = entries.getValue(key)
         if (stored != null) {

@@ -1,4 +1,6 @@
 package kstreams
+package internal
+package aggregate
 
 import scala.collection.mutable
 
@@ -7,6 +9,8 @@ import org.apache.spark.sql.functions._
 import org.apache.spark.sql.kstreams.ColumnFunction
 import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types._
+
+import kstreams.internal.plan._
 
 /** `groupByKey.count() / reduce(adder) / aggregate(initializer, adder)`, optionally over tumbling
   * windows (spec section 5): a table of running results, emitted as an update stream

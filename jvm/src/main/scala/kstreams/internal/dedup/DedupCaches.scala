@@ -1,4 +1,6 @@
 package kstreams
+package internal
+package dedup
 
 import scala.jdk.CollectionConverters._
 
@@ -50,7 +52,7 @@ private[kstreams] object DedupCaches {
   def budgetBytes(setting: Long): Long =
     if (setting > 0) setting else Runtime.getRuntime.maxMemory() / 4
 
-  private final case class Filed(token: Long, map: BucketedDedupProcessor.EntryMap, bytes: Long, filedNanos: Long)
+  private final case class Filed(token: Long, map: PerPartitionDedupProcessor.EntryMap, bytes: Long, filedNanos: Long)
 
   // A filed map is not changed until it is checked out again, so its size is taken once, at
   // filing; `totalBytes` is the sum over `filed`, both changed only under this object's lock.
@@ -67,12 +69,12 @@ private[kstreams] object DedupCaches {
   }
 
   /** The map filed for `id` if it was filed under `token`; removed from the registry either way. */
-  def checkOut(id: String, token: Long): Option[BucketedDedupProcessor.EntryMap] =
+  def checkOut(id: String, token: Long): Option[PerPartitionDedupProcessor.EntryMap] =
     remove(id).filter(_.token == token).map(_.map)
 
   /** Files `map` for `id` under `token`, then drops the least recently filed maps while the total
     * is over `budget` (never the one just filed: its group fit the budget on its own). */
-  def checkIn(id: String, token: Long, map: BucketedDedupProcessor.EntryMap, budget: Long): Unit = synchronized {
+  def checkIn(id: String, token: Long, map: PerPartitionDedupProcessor.EntryMap, budget: Long): Unit = synchronized {
     remove(id)
     val bytes = map.estimatedBytes
     filed.put(id, Filed(token, map, bytes, System.nanoTime()))

@@ -1,4 +1,6 @@
 package kstreams
+package internal
+package state
 
 import org.apache.spark.sql.Encoders
 import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TimerValues, TTLConfig}

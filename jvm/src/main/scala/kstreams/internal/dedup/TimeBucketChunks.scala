@@ -1,11 +1,13 @@
 package kstreams
+package internal
+package dedup
 
 import org.apache.spark.sql.Encoders
 import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig}
 
 /** Which entries a dedup store wrote under which time bucket, so that eviction reads only the
   * entries of buckets that died (Kafka's segment drop as stream time advances), never all keys.
-  * Both dedup stores keep their index here ([[BucketedDedupProcessor]], [[GlobalDedupProcessor]]);
+  * Both dedup stores keep their index here ([[PerPartitionDedupProcessor]], [[GlobalDedupProcessor]]);
   * what a chunk holds is theirs to encode.
   *
   * A bucket is `bucketMicros` of event time. Each micro-batch appends its entries of a bucket as

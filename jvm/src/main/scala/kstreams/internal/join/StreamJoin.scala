@@ -1,4 +1,6 @@
 package kstreams
+package internal
+package join
 
 import scala.collection.mutable
 
@@ -6,6 +8,8 @@ import org.apache.spark.sql.{Column, Encoders, Row}
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types._
+
+import kstreams.internal.plan._
 
 /** KStream-KStream windowed join (spec section 5). Per key, each side's records stay buffered for
   * Kafka's window-store retention (watermark below `t + 2 * difference + grace`); a new record

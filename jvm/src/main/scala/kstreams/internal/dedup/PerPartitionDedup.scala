@@ -1,4 +1,6 @@
 package kstreams
+package internal
+package dedup
 
 import java.nio.ByteBuffer
 import java.util.Arrays
@@ -9,6 +11,9 @@ import org.apache.spark.sql.Encoders
 import org.apache.spark.sql.streaming._
 import org.apache.spark.unsafe.Platform
 import org.apache.spark.unsafe.hash.Murmur3_x86_32
+
+import kstreams.internal.plan._
+import kstreams.internal.state._
 
 /** The dedup rule of spec section 2 for state scoped to one input partition
   * (`deduplicateByKey`, `deduplicateByKeyValue`): work per micro-batch follows the micro-batch's
@@ -46,14 +51,14 @@ import org.apache.spark.unsafe.hash.Murmur3_x86_32
   * Output: forwarded records, then one row per micro-batch with the number of duplicates dropped
   * (not one marker row per dropped record), read by [[ArrivalOrder.finishCounted]].
   */
-private[kstreams] final class BucketedDedupProcessor(
+private[kstreams] final class PerPartitionDedupProcessor(
     intervalMicros: Long,
     hasOffset: Boolean,
     useTimers: Boolean,
     memorySetting: Long)
     extends StatefulProcessor[Int, CompactRecord, CompactOutput] {
 
-  import BucketedDedupProcessor._
+  import PerPartitionDedupProcessor._
 
   private val bucketMicros = math.max(intervalMicros, 1000000L)
 
@@ -301,14 +306,14 @@ private[kstreams] final class BucketedDedupProcessor(
   }
 }
 
-/** A key's entry in a spilled group's `entries` (see [[BucketedDedupProcessor]]). */
+/** A key's entry in a spilled group's `entries` (see [[PerPartitionDedupProcessor]]). */
 final case class DedupEntry(timestampMicros: Long, offset: Long)
 
 /** Whether a group's entries are spilled to `entries`, and the token its in-memory map is filed
-  * under in [[DedupCaches]] (see [[BucketedDedupProcessor]]). */
+  * under in [[DedupCaches]] (see [[PerPartitionDedupProcessor]]). */
 final case class DedupStoreMode(token: Long, spilled: Boolean)
 
-private[kstreams] object BucketedDedupProcessor {
+private[kstreams] object PerPartitionDedupProcessor {
 
   /** A spilled group's map is flushed at the budget, but never holding fewer entries than this
     * (an empty map's arrays alone take about 25 KB). */

@@ -1,9 +1,14 @@
 package kstreams
+package internal
+package window
 
 import org.apache.spark.sql.{DataFrame, Encoders, Row}
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types._
+
+import kstreams.internal.plan._
+import kstreams.internal.state._
 
 /** `groupByKey.windowedBy(W).distinct()` (spec section 3): the first record of each (key, window)
   * is forwarded with a `window` column; later records of that window are dropped as duplicates,
@@ -39,7 +44,7 @@ private[kstreams] object WindowedDistinct {
       watermarkDelayMicros: Long,
       metricName: String,
       processor: (ArrivalOrder.Layout, StructType, Boolean) => StatefulProcessor[Int, Row, Row]): DataFrame = {
-    Sessions.requireStateStore(df)
+    SparkSessionChecks.requireStateStore(df)
     val key = columns.keyField(df)
     val resolved = columns.resolve(df)
     val prepared = ArrivalOrder.prepare(

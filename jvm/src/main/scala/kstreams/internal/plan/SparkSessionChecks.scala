@@ -1,9 +1,11 @@
 package kstreams
+package internal
+package plan
 
 import org.apache.spark.sql.DataFrame
 
 /** Checks on the Spark session an operator runs in. */
-private[kstreams] object Sessions {
+private[kstreams] object SparkSessionChecks {
   val ProviderKey = "spark.sql.streaming.stateStore.providerClass"
   val RocksDBProvider =
     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"

@@ -1,8 +1,12 @@
 package kstreams
+package internal
+package dedup
 
 import org.apache.spark.sql.{Column, DataFrame, Encoders, Row}
 import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types._
+
+import kstreams.internal.plan._
 
 /** Sequence-number deduplication (seed 001, spec section 4): per input partition, a record is
   * forwarded only if its sequence number is greater than the highest forwarded on that partition.
@@ -12,7 +16,7 @@ private[kstreams] object DeduplicateBySequence {
   val Sequence = "__kstreams_sequence"
 
   def apply(df: DataFrame, columns: StreamColumns, sequence: Column): DataFrame = {
-    Sessions.requireStateStore(df)
+    SparkSessionChecks.requireStateStore(df)
     val resolved = columns.resolve(df, timestampRequired = false)
     KStream.resolveId(df, sequence, "sequence") match {
       case LongType | IntegerType | ShortType | ByteType =>

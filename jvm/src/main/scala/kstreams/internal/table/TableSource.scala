@@ -1,0 +1,58 @@
+package kstreams
+package internal
+package table
+
+import scala.collection.mutable
+
+import org.apache.spark.sql.{Column, DataFrame, Encoders, Row}
+import org.apache.spark.sql.functions._
+import org.apache.spark.sql.kstreams.{ChangeSequence, ValueSerializer}
+import org.apache.spark.sql.streaming._
+import org.apache.spark.sql.types._
+
+import kstreams.internal.plan._
+
+/** Keeps one key's current (serialized value, timestamp) and forwards the changes. */
+private[kstreams] final class TableSourceProcessor(layout: Keyed.Layout, valueType: DataType)
+    extends StatefulProcessor[Row, Row, Row] {
+  @transient private var current: ValueState[Row] = _
+  private val valueIndex = layout.valueIndex(0)
+  private val serialize = new ValueSerializer(valueType)
+
+  override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
+    val schema = StructType(Seq(StructField("bytes", BinaryType), StructField("ts", LongType)))
+    current = getHandle.getValueState[Row]("current", Encoders.row(schema), TTLConfig.NONE)
+  }
+
+  override def handleInputRows(key: Row, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
+    val keyValue = key.get(0)
+    val out = mutable.ArrayBuffer.empty[Row]
+    var stored: Option[Row] = Option(current.get())
+    Keyed.arrivalOrder(rows, layout).foreach { r =>
+      if (keyValue == null) out += Keyed.marker(4, KeyedReasons.NullKey)
+      else if (r.isNullAt(layout.tsIndex)) out += Keyed.marker(4, KeyedReasons.NullTimestamp)
+      else {
+        val ts = r.getLong(layout.tsIndex)
+        val value = r.get(valueIndex)
+        if (value == null) {
+          stored = None
+          out += Row(keyValue, null, ts, null)
+        } else {
+          val bytes = serialize(value)
+          val idempotent =
+            stored.exists(s => ts >= s.getLong(1) && java.util.Arrays.equals(bytes, s.getAs[Array[Byte]](0)))
+          if (idempotent) out += Keyed.marker(4, KeyedReasons.Idempotent)
+          else {
+            stored = Some(Row(bytes, ts))
+            out += Row(keyValue, value, ts, null)
+          }
+        }
+      }
+    }
+    stored match {
+      case Some(s) => current.update(s)
+      case None => current.clear()
+    }
+    out.iterator
+  }
+}

@@ -1,0 +1,23 @@
+/** Kafka Streams semantics on Spark Structured Streaming. Every public type is in a file named
+  * after it in this package; how each concept is built is under `kstreams.internal`, one package
+  * per concept, one operator (planning object + processor) per file.
+  *
+  * {{{
+  * import kstreams._
+  * val deduped = KStream(kafkaDf).deduplicateByKey("10 minutes").df
+  * }}}
+  *
+  * | concept (spec section, KIP) | public API | built in |
+  * |---|---|---|
+  * | records, arrival order, stream time (1) | [[KStream]], [[StreamColumns]], [[NullTimestamps]] | `internal/plan/ArrivalOrder`, `Keyed`, `ResolvedColumns`, `SparkSessionChecks` |
+  * | dedup by key, key + value, global (2, KIP-655) | [[KStream]]`.deduplicate*` | `internal/dedup/Deduplicate`, `PerPartitionDedup`, `GlobalDedup`, `DedupCaches`, `TimeBucketChunks` |
+  * | windowed distinct (3) | [[TimeWindowedKStream]], [[SessionWindowedKStream]]`.distinct` | `internal/window/WindowedDistinct` |
+  * | sequence dedup (4) | [[KStream]]`.deduplicateBySequence` | `internal/dedup/DeduplicateBySequence` |
+  * | aggregations and their timestamps (5, KIP-258/259) | [[KGroupedStream]], [[TimeWindows]], [[SessionWindows]] | `internal/aggregate/Aggregate` |
+  * | stream-stream joins (5) | [[KStream]]`.join`, [[JoinWindows]] | `internal/join/StreamJoin`, `JoinKind` |
+  * | tables, emit on change (6, KIP-557), table-table joins (5) | [[KTable]] | `internal/table/TableSource`, `TableJoin` |
+  * | processor API (7, KIP-28) | `kstreams.processor` | `kstreams.processor.ProcessorRunner` |
+  * | state, eviction (8) | | `internal/state/Sweeper`, `internal/plan/ArrivalOrder` (`StreamTimes`) |
+  * | Python | `PythonAPI` (the one entry of `kstreams_spark`) | |
+  */
+package object kstreams
