@@ -100,31 +100,36 @@ $(VENV)/.bench-deps: $(VENV)/.deps requirements-bench.txt
 	.venv-flink/bin/python -m pip install -q -r requirements-flink.txt
 	touch $@
 
+# The benchmark-only classes (kstreams.bench: TwsFloor, DedupLimit), out of the shipped jar.
+BENCH_JAR := jvm-bench/target/scala-2.13/kstreams-spark-bench_2.13-$(VERSION).jar
+$(BENCH_JAR): $(JAR) $(shell find jvm-bench/src -name '*.scala' 2>/dev/null)
+	$(SBT) bench/package
+
 # Every regime in turn (default, long, catchup, global: benchmarks/bench.py --regime all), each in a
 # JVM of its own. BENCH_ARGS="--rows 200000 --keys 150000 --live-keys 100000,300000" for a quick run.
-bench: install $(VENV)/.bench-deps .venv-flink/.deps
+bench: install $(BENCH_JAR) $(VENV)/.bench-deps .venv-flink/.deps
 	$(PY) benchmarks/bench.py --regime all $(BENCH_ARGS)
 
 # One regime at a time.
 .PHONY: bench-default bench-long bench-catchup bench-global bench-tune scale-test
-bench-default: install $(VENV)/.bench-deps .venv-flink/.deps
+bench-default: install $(BENCH_JAR) $(VENV)/.bench-deps .venv-flink/.deps
 	$(PY) benchmarks/bench.py --regime default $(BENCH_ARGS)
 
-bench-long bench-catchup bench-global: bench-%: install $(VENV)/.bench-deps
+bench-long bench-catchup bench-global: bench-%: install $(BENCH_JAR) $(VENV)/.bench-deps
 	$(PY) benchmarks/bench.py --regime $* $(BENCH_ARGS)
 
 # The RocksDB settings experiment behind bench.py's SPARK_ROCKSDB_CONF and KSTREAMS_CONF (long
 # regime at small sizes, every variant; narrow it with BENCH_ARGS="--tune-variants defaults,changelog").
-bench-tune: install
+bench-tune: install $(BENCH_JAR)
 	$(PY) benchmarks/bench.py --regime long --tune --no-update --live-keys 200000,500000 --batches 8 $(BENCH_ARGS)
 
 # By hand, not part of `make test`: kstreams alone, 2 GB driver, 10M against 1M live keys (1-hour
 # interval); PASS if ms per 20,000-row micro-batch grows at most 1.3x, exit code 1 on FAIL.
-scale-test: install
+scale-test: install $(BENCH_JAR)
 	$(PY) benchmarks/bench.py --regime scale $(BENCH_ARGS)
 
 clean:
-	rm -rf jvm/target project/target project/project $(VENV) .tools python/kstreams_spark/jars/*.jar demo-output
+	rm -rf jvm/target jvm-bench/target project/target project/project $(VENV) .tools python/kstreams_spark/jars/*.jar demo-output
 	rm -rf $(KAFKA_CONNECTOR_DIR)
 
 # Spark's Kafka connector, bundled with the package (jvm/kafka/connector-pom.xml says which jars

@@ -8,12 +8,17 @@ ThisBuild / scalaVersion := "2.13.18" // the Scala that pyspark 4.3.0 bundles
 
 val sparkJars = settingKey[File]("folder with the Spark 4.3.0 jars (pyspark/jars)")
 
+// Spark is "provided": on the compile and test classpaths, never packaged.
+lazy val sparkProvided = Seq(
+  sparkJars := file(sys.env.getOrElse("SPARK_JARS", "SPARK_JARS-is-not-set")),
+  Compile / unmanagedJars ++= (sparkJars.value ** "*.jar").classpath,
+  scalacOptions ++= Seq("-deprecation", "-feature", "-unchecked", "-release", "17")
+)
+
 lazy val root = (project in file("jvm"))
+  .settings(sparkProvided)
   .settings(
     name := "kstreams-spark",
-    sparkJars := file(sys.env.getOrElse("SPARK_JARS", "SPARK_JARS-is-not-set")),
-    // Spark is "provided": on the compile and test classpaths, never packaged.
-    Compile / unmanagedJars ++= (sparkJars.value ** "*.jar").classpath,
     libraryDependencies += "org.scalatest" %% "scalatest" % "3.2.19" % Test,
     // The conformance suite runs Kafka Streams itself (TopologyTestDriver, in-memory stores).
     // Its native and logging dependencies are left out: Spark's own (rocksdbjni 9.8.4, slf4j 2,
@@ -28,7 +33,6 @@ lazy val root = (project in file("jvm"))
         ExclusionRule("at.yawk.lz4"),
         ExclusionRule("org.xerial.snappy")
       )),
-    scalacOptions ++= Seq("-deprecation", "-feature", "-unchecked", "-release", "17"),
     Compile / packageDoc / publishArtifact := false,
     Test / fork := true,
     Test / parallelExecution := false,
@@ -54,3 +58,10 @@ lazy val root = (project in file("jvm"))
     ),
     Test / testOptions += Tests.Argument(TestFrameworks.ScalaTest, "-oD")
   )
+
+// Benchmark-only code (benchmarks/bench.py puts its jar on the driver's classpath): never in the
+// jar the Python package ships.
+lazy val bench = (project in file("jvm-bench"))
+  .dependsOn(root)
+  .settings(sparkProvided)
+  .settings(name := "kstreams-spark-bench", Compile / packageDoc / publishArtifact := false)

@@ -43,6 +43,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
+BENCH_JAR = os.path.join(
+    os.path.dirname(HERE), "jvm-bench", "target", "scala-2.13", "kstreams-spark-bench_2.13-0.1.0.jar"
+)
 
 
 def parse_args(argv=None):
@@ -134,7 +137,15 @@ def make_session(extra_conf=(), memory="4g"):
     from kstreams_spark import configure_spark
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder
+    if not os.path.exists(BENCH_JAR):
+        raise SystemExit(
+            f"{BENCH_JAR} is missing: run the benchmarks through make (make bench, make bench-default...)"
+        )
+    # kstreams.bench (TwsFloor, DedupLimit): a jar of its own, never shipped (`make bench` builds
+    # it); configure_spark adds the kstreams jars beside it, so both are on one class path
+    builder = SparkSession.builder.config("spark.jars", BENCH_JAR).config(
+        "spark.driver.extraClassPath", BENCH_JAR
+    )
     for setting in extra_conf:
         key, _, value = setting.partition("=")
         builder = builder.config(key, value)
