@@ -1,4 +1,5 @@
-"""Generated at-least-once event streams, the way producers make duplicates (seed 001).
+"""Generated at-least-once event streams, the way producers make duplicates (retries replay
+the tail of a send).
 
 Each partition gets a run of events with unique ids (the record key) and event times that drift
 out of order. Now and then the producer "fails" after sending a batch and sends the tail of it

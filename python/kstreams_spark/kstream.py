@@ -99,7 +99,7 @@ class KStream:
 
     def deduplicate_by_sequence(self, sequence: ColumnOrName) -> KStream:
         """Forward a record only if its sequence number (an integer column or expression) is
-        greater than the highest forwarded on its input partition; null passes (seed 001).
+        greater than the highest forwarded on its input partition; null passes (spec section 4).
 
         >>> KStream(df).deduplicate_by_sequence("seq").df
         """

@@ -4,7 +4,9 @@ Every operator counts, per micro-batch, the records it forwarded and those it dr
 (``duplicates_dropped``, ``late_dropped``; ``null_timestamps_skipped`` with
 ``on_null_timestamp="skip"``; tables and aggregations: ``idempotent-updates-dropped``,
 ``null_keys_dropped``, ``null_values_dropped``). They are observed metrics of the query, named
-``kstreams_<operator>_<n>``, so they also appear in ``query.lastProgress["observedMetrics"]``.
+``kstreams_<operator>`` (e.g. ``kstreams_deduplicate_by_key``, ``kstreams_to_table``; a second
+use of the same operator whose inputs meet in one operator gets ``_2``, ``_3``...), so they also
+appear in ``query.lastProgress["observedMetrics"]``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ def operator_metrics(
     ``idempotent-updates-dropped`` and ``idempotent-updates-dropped-rate``).
 
     >>> operator_metrics(query.recentProgress)
-    {'kstreams_deduplicate_by_key_1': {'forwarded': 980, 'duplicates_dropped': 20}}
+    {'kstreams_deduplicate_by_key': {'forwarded': 980, 'duplicates_dropped': 20}}
     """
     progresses = list(progresses)
     totals: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))

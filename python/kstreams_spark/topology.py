@@ -53,7 +53,7 @@ class _Node:
 
 
 class Topology:
-    """A DAG of sources, processors and sinks (the seed's ``TopologyBuilder``).
+    """A DAG of sources, processors and sinks (Kafka Streams' ``Topology``, KIP-28).
 
     A source is a streaming DataFrame with the usual record columns (``key``, ``value``,
     ``timestamp``, ``partition``, ``offset``; names as in :class:`~kstreams_spark.KStream`), or a

@@ -13,9 +13,11 @@ import kstreams.internal.plan._
 
 /** A Kafka-Streams-style view of a DataFrame (streaming or batch).
   *
-  * Operators return a new `KStream`; [[df]] is the result. Deduplication keeps the input's columns
-  * and drops rows, never altering them (except that the timestamp column loses its watermark
-  * metadata: call `withWatermark` again downstream if a Spark operator needs it).
+  * Operators return a new `KStream`; [[df]] is the result. Deduplication, windowed distinct and
+  * sequence dedup keep the input's columns and drop rows, never altering them, except that the
+  * timestamp column loses its watermark metadata (call `withWatermark` again downstream if a Spark
+  * operator needs it). Aggregations, joins and tables return new rows whose timestamp column keeps
+  * the input's watermark metadata, so a windowed operator or a Spark aggregation can follow.
   *
   * {{{
   * val deduped = KStream(kafkaDf).deduplicateByKey(Duration.ofSeconds(10)).df
@@ -61,7 +63,7 @@ final class KStream(val df: DataFrame, val columns: StreamColumns) {
     dedupGlobal(id, Intervals.micros(interval))
 
   /** Forwards a record only if its sequence number is greater than the highest forwarded on its
-    * input partition; a null sequence number passes (seed 001). State is one number per partition.
+    * input partition; a null sequence number passes (spec section 4). State is one number per partition.
     *
     * {{{ KStream(df).deduplicateBySequence(col("seq")) }}}
     */
@@ -229,7 +231,7 @@ final class KStream(val df: DataFrame, val columns: StreamColumns) {
         df,
         columns,
         Seq("key" -> col(ArrivalOrder.quote(key.name))),
-        GroupScope.PerPartition,
+        DedupScope.PerPartition,
         intervalMicros,
         "kstreams_deduplicate_by_key"))
   }
@@ -242,14 +244,14 @@ final class KStream(val df: DataFrame, val columns: StreamColumns) {
         df,
         columns,
         Seq("key" -> col(ArrivalOrder.quote(key.name)), "id" -> id),
-        GroupScope.PerPartition,
+        DedupScope.PerPartition,
         intervalMicros,
         "kstreams_deduplicate_by_key_value"))
   }
 
   private def dedupGlobal(id: Column, intervalMicros: Long): KStream = {
     KStream.resolveId(df, id)
-    withDf(Deduplicate(df, columns, Seq("id" -> id), GroupScope.Global, intervalMicros, "kstreams_deduplicate"))
+    withDf(Deduplicate(df, columns, Seq("id" -> id), DedupScope.Global, intervalMicros, "kstreams_deduplicate"))
   }
 
   private[kstreams] def withDf(result: DataFrame) = new KStream(result, columns)

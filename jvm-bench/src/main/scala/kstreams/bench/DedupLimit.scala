@@ -39,7 +39,8 @@ object DedupLimit {
         if (t >= s - intervalMs) store.put(keyOf(i), Array(t, i.toLong))
         else if (e != null) store.remove(keyOf(i))
       }
-      // evict like the operator does, once per interval of stream time
+      // drop dead entries every 65,536 rows, only to keep the maps small (the operator drops whole
+      // time buckets once stream time has passed them)
       if (i % 65536 == 0) stores.indices.foreach { q =>
         stores(q).values().removeIf(v => v(0) < streamTime(q) - intervalMs)
       }

@@ -67,7 +67,7 @@ private[kstreams] object ProcessorPlan {
       .find(_.name == columns.value)
       .getOrElse(throw StreamColumns.missing(df, columns.value, "value"))
 
-    val prepared = ArrivalOrder.prepare(df, resolved, GroupScope.PerPartition, Nil, None)
+    val prepared = ArrivalOrder.prepare(df, resolved, Nil, None)
     val schema = prepared.inputSchema
     val topicIndex = schema.fields.indexWhere(f => f.name == "topic" && f.dataType == StringType)
     val runner = new ProcessorRunner(
@@ -108,7 +108,7 @@ private[kstreams] object ProcessorPlan {
     Seq(columns.key -> "key", columns.value -> "value").foreach { case (n, what) =>
       if (!df.columns.contains(n)) throw StreamColumns.missing(df, n, what)
     }
-    ArrivalOrder.arranged(df, resolved, GroupScope.PerPartition)
+    ArrivalOrder.arranged(df, resolved)
   }
 }
 

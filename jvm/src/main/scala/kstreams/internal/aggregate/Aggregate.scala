@@ -13,7 +13,7 @@ import org.apache.spark.sql.types._
 import kstreams.internal.plan._
 
 /** `groupByKey.count() / reduce(adder) / aggregate(initializer, adder)`, optionally over tumbling
-  * windows (spec section 5): a table of running results, emitted as an update stream
+  * or session windows (spec section 5): a table of running results, emitted as an update stream
   * (key, [window,] value, timestamp). The result timestamp is the largest timestamp folded in
   * (KIP-258); updates that change neither value nor make the timestamp older are dropped and
   * counted as `idempotent-updates-dropped` (KIP-557, spec section 6).

@@ -21,7 +21,7 @@ private[kstreams] object Deduplicate {
       df: DataFrame,
       columns: StreamColumns,
       parts: Seq[(String, Column)],
-      scope: GroupScope,
+      scope: DedupScope,
       intervalMicros: Long,
       metricName: String): DataFrame = {
     SparkSessionChecks.requireStateStore(df)
@@ -30,8 +30,8 @@ private[kstreams] object Deduplicate {
       StreamColumns.checkKeyType(s"dedup key part '$name'", df.select(c).schema.head.dataType)
     }
     scope match {
-      case GroupScope.PerPartition => perPartition(df, resolved, parts, intervalMicros, metricName)
-      case GroupScope.Global => global(df, resolved, parts, intervalMicros, metricName)
+      case DedupScope.PerPartition => perPartition(df, resolved, parts, intervalMicros, metricName)
+      case DedupScope.Global => global(df, resolved, parts, intervalMicros, metricName)
     }
   }
 
@@ -77,4 +77,13 @@ private[kstreams] object Deduplicate {
       ArrivalOrder.finishCounted(processed, metricName, Seq(ArrivalOrder.Reasons.Duplicate)),
       userSchema)
   }
+}
+
+/** Whose records a dedup judges together: one input partition's (`deduplicateByKey`,
+  * `deduplicateByKeyValue`, as a Kafka Streams task's store), or the whole stream's
+  * (`deduplicate`, spec section 2). */
+private[kstreams] sealed trait DedupScope
+private[kstreams] object DedupScope {
+  case object PerPartition extends DedupScope
+  case object Global extends DedupScope
 }

@@ -8,7 +8,7 @@ import org.apache.spark.sql.types._
 
 import kstreams.internal.plan._
 
-/** Sequence-number deduplication (seed 001, spec section 4): per input partition, a record is
+/** Sequence-number deduplication (spec section 4): per input partition, a record is
   * forwarded only if its sequence number is greater than the highest forwarded on that partition.
   * A null sequence number is forwarded and leaves the high-water mark unchanged.
   */
@@ -25,12 +25,8 @@ private[kstreams] object DeduplicateBySequence {
           s"sequence expression $sequence has type ${other.simpleString}; it must be an integer " +
             "(cast it, e.g. col('seq').cast('long'))")
     }
-    val prepared = ArrivalOrder.prepare(
-      df,
-      resolved,
-      GroupScope.PerPartition,
-      Seq(Sequence -> sequence.cast(LongType)),
-      watermarkDelayMicros = None)
+    val prepared =
+      ArrivalOrder.prepare(df, resolved, Seq(Sequence -> sequence.cast(LongType)), watermarkDelayMicros = None)
     val processor = new SequenceProcessor(prepared.layout, prepared.layout.extraIndex(Sequence))
     val processed = prepared.grouped.transformWithState(processor, TimeMode.None(), OutputMode.Append())(
       Encoders.row(prepared.outputSchema()))

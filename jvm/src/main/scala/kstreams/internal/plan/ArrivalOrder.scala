@@ -62,17 +62,15 @@ private[kstreams] object ArrivalOrder {
 
   /** The prepared, grouped input plus its layout and output schema.
     *
-    * @param group     the grouping column (an Int): the partition, or a constant for global state
     * @param extra     named helper columns the processor reads (e.g. the dedup key)
     * @param watermarkDelayMicros watermark added when a streaming input has none
     */
   def prepare(
       df: DataFrame,
       columns: ResolvedColumns,
-      group: GroupScope,
       extra: Seq[(String, Column)],
       watermarkDelayMicros: Option[Long]): Prepared = {
-    val (sorted, userOutput) = arrange(df, columns, group, extra, watermarkDelayMicros)
+    val (sorted, userOutput) = arrange(df, columns, extra, watermarkDelayMicros)
     val schema = sorted.schema
     val layout = Layout(
       outputWidth = userOutput.size,
@@ -93,8 +91,8 @@ private[kstreams] object ArrivalOrder {
   /** The rows [[prepare]] groups, as one DataFrame (the user's columns, then [[Group]],
     * [[Partition]], [[Order]], [[TimestampMicros]]), for code that groups them itself (Python's
     * `transformWithState`); grouping on [[Group]] keeps the arrival order. */
-  def arranged(df: DataFrame, columns: ResolvedColumns, group: GroupScope): DataFrame =
-    arrange(df, columns, group, Nil, None)._1
+  def arranged(df: DataFrame, columns: ResolvedColumns): DataFrame =
+    arrange(df, columns, Nil, None)._1
 
   val Payload = "payload"
 
@@ -230,7 +228,6 @@ private[kstreams] object ArrivalOrder {
   private def arrange(
       df: DataFrame,
       columns: ResolvedColumns,
-      group: GroupScope,
       extra: Seq[(String, Column)],
       watermarkDelayMicros: Option[Long]): (DataFrame, StructType) = {
     val tsName = columns.timestamp.map(_.name)
@@ -238,10 +235,7 @@ private[kstreams] object ArrivalOrder {
     val partitionCol = partitionColumn(columns)
     val offsetCol = offsetColumn(columns)
     val tsMicros = tsName.map(name => unix_micros(col(quote(name)))).getOrElse(lit(null).cast(LongType))
-    val groupCol = group match {
-      case GroupScope.PerPartition => coalesce(partitionCol, lit(-1))
-      case GroupScope.Global => lit(0)
-    }
+    val groupCol = coalesce(partitionCol, lit(-1)) // one group per input partition, as a Kafka Streams task
     val userSelected = df.schema.fields.toSeq.map { f =>
       val c = col(quote(f.name))
       if (tsName.contains(f.name)) c.as(f.name, Metadata.empty) else c
@@ -370,14 +364,6 @@ private[kstreams] object ArrivalOrder {
     val Duplicate = "duplicates_dropped"
     val Late = "late_dropped"
   }
-}
-
-/** Whose state a processor keeps together: one input partition's (as a Kafka Streams task), or
-  * the whole stream's. */
-private[kstreams] sealed trait GroupScope
-private[kstreams] object GroupScope {
-  case object PerPartition extends GroupScope
-  case object Global extends GroupScope
 }
 
 /** Checks that each partition's rows arrive in offset (or timestamp) order and that the fields the

@@ -50,7 +50,6 @@ private[kstreams] object WindowedDistinct {
     val prepared = ArrivalOrder.prepare(
       df,
       resolved,
-      GroupScope.PerPartition,
       Seq(Key -> struct(col(ArrivalOrder.quote(key.name)).as("key"))),
       watermarkDelayMicros = Some(watermarkDelayMicros))
     val keySchema = prepared.inputSchema(Key).dataType.asInstanceOf[StructType]
