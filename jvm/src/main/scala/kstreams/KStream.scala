@@ -10,6 +10,7 @@ import org.apache.spark.sql.types._
 import kstreams.internal.dedup._
 import kstreams.internal.join._
 import kstreams.internal.plan._
+import kstreams.internal.table._
 
 /** A Kafka-Streams-style view of a DataFrame (streaming or batch).
   *
@@ -182,7 +183,7 @@ final class KStream(val df: DataFrame, val columns: StreamColumns) {
   /** The stream read as a table: latest value per key, a null value deletes (Kafka's
     * `toTable()`); idempotent updates are dropped (KIP-557).
     * {{{ KStream(df).toTable.join(other, (a, b) => concat(a, b)) }}} */
-  def toTable: KTable = KTable.fromStream(this)
+  def toTable: KTable = TableSource(this)
 
   /** Windowed inner join: records with equal keys and `|t1 - t2| <= timeDifference` give
     * `joiner(thisValue, otherValue)` at max(t1, t2).

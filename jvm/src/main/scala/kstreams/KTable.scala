@@ -72,35 +72,4 @@ object KTable {
     new KTable(
       result.withColumn(ChangeOrder, ChangeSequence.column()),
       StreamColumns(columns.key, columns.value, columns.timestamp, None, None, columns.onNullTimestamp))
-
-  /** `stream` read as a table (Kafka's `toTable()`): the latest value per key in arrival order, a
-    * null value deletes. An update equal (serialized) to the stored value with a timestamp not
-    * older than the stored one changes nothing and is dropped and counted as
-    * `idempotent-updates-dropped` (KIP-557); a null key is dropped and counted. */
-  private[kstreams] def fromStream(stream: KStream): KTable = {
-    val input = Keyed.prepare(Seq(Keyed.SideInput(stream)))
-    val valueType = input.valueTypes.head
-    val outputSchema = StructType(
-      Seq(
-        input.keyField.copy(name = Keyed.Key, nullable = true),
-        StructField(Keyed.value(0), valueType),
-        StructField(Keyed.Ts, LongType),
-        StructField(ArrivalOrder.Dropped, StringType)
-      ))
-    val processed = input.grouped.transformWithState(
-      new TableSourceProcessor(input.layout, valueType),
-      TimeMode.None(),
-      OutputMode.Append())(Encoders.row(outputSchema))
-    val cols = stream.columns
-    val result = ArrivalOrder
-      .finish(
-        processed,
-        "kstreams_to_table",
-        Seq(KeyedReasons.NullKey, KeyedReasons.NullTimestamp, KeyedReasons.Idempotent))
-      .select(
-        col(Keyed.Key).as(cols.key),
-        col(Keyed.value(0)).as(cols.value),
-        Keyed.timestampColumn(col(Keyed.Ts), cols.timestamp, input.watermarkDelayMs))
-    KTable(result, cols)
-  }
 }
