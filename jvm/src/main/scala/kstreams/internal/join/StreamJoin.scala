@@ -22,8 +22,6 @@ import kstreams.internal.plan._
   * unmatched at once (KIP-962).
   */
 private[kstreams] object StreamJoin {
-  val Matched = "__kstreams_has_match"
-
   def apply(
       left: KStream,
       right: KStream,
@@ -63,8 +61,10 @@ private[kstreams] object StreamJoin {
 
 /** One key's join buffers: per side an array of (ts, matched, value) in timestamp order, kept in
   * one ValueState and rewritten once per micro-batch; one event-time timer at the earliest window
-  * close or expiry. `matched` means no unmatched result is owed: the record joined, or its window
-  * closed (and a left/outer join emitted it unmatched) while it stays joinable. */
+  * close or expiry. `matched` means no unmatched result is owed: the record joined, its window
+  * closed (and a left/outer join emitted it unmatched) while it stays joinable, or its side never
+  * emits unmatched records (both sides of an inner join, the right of a left join), so such a
+  * record wakes the processor only to expire. */
 private[kstreams] final class StreamJoinProcessor(
     layout: Keyed.Layout,
     kind: JoinKind,
@@ -203,7 +203,7 @@ private[kstreams] final class StreamJoinProcessor(
         val closed = closeMicros(ts) < watermarkMicros
         if (closed && !matched && emitsUnmatched(side)) out += result(keyValue, side, value, null, ts)
         if (expireMicros(ts) > watermarkMicros)
-          insertByTimestamp(sides(side), new Buffered(ts, matched || closed, value))
+          insertByTimestamp(sides(side), new Buffered(ts, matched || closed || !emitsUnmatched(side), value))
       }
     }
     // a batch DataFrame is the whole input: every window closes at its end
