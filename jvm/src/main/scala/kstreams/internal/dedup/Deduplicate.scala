@@ -2,8 +2,9 @@ package kstreams
 package internal
 package dedup
 
-import org.apache.spark.sql.{Column, DataFrame, Encoders}
+import org.apache.spark.sql.{Column, DataFrame, Encoders, KeyValueGroupedDataset}
 import org.apache.spark.sql.streaming._
+import org.apache.spark.sql.types.StructType
 
 import kstreams.internal.plan._
 
@@ -49,12 +50,7 @@ private[kstreams] object Deduplicate {
       hasOffset = resolved.offset.isDefined,
       useTimers = df.isStreaming,
       memorySetting = DedupCaches.memorySetting(df.sparkSession))
-    val timeMode = if (df.isStreaming) TimeMode.EventTime() else TimeMode.None()
-    val processed =
-      grouped.transformWithState(processor, timeMode, OutputMode.Append())(Encoders.product[CompactOutput]).toDF()
-    ArrivalOrder.unpack(
-      ArrivalOrder.finishCounted(processed, metricName, Seq(ArrivalOrder.Reasons.Duplicate)),
-      userSchema)
+    run(df, grouped, processor, userSchema, metricName)
   }
 
   /** By-key and by-key-value: state per input partition, in the time-bucketed compact processor. */
@@ -70,6 +66,17 @@ private[kstreams] object Deduplicate {
       hasOffset = resolved.offset.isDefined,
       useTimers = df.isStreaming,
       memorySetting = DedupCaches.memorySetting(df.sparkSession))
+    run(df, grouped, processor, userSchema, metricName)
+  }
+
+  /** Runs either dedup processor over its prepared input and unpacks the forwarded records into
+    * the user's schema, counting duplicates under `metricName`. */
+  private def run[T](
+      df: DataFrame,
+      grouped: KeyValueGroupedDataset[Int, T],
+      processor: StatefulProcessor[Int, T, CompactOutput],
+      userSchema: StructType,
+      metricName: String): DataFrame = {
     val timeMode = if (df.isStreaming) TimeMode.EventTime() else TimeMode.None()
     val processed =
       grouped.transformWithState(processor, timeMode, OutputMode.Append())(Encoders.product[CompactOutput]).toDF()
