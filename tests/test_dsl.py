@@ -254,7 +254,7 @@ def test_stream_stream_join_vector(spark, tmp_path, mode):
     assert out.columns == ["key", "value", "timestamp"]
 
 
-@pytest.mark.parametrize("mode", ["batch", "split"])
+@pytest.mark.parametrize("mode", ["batch", "split", "split_restart"])
 def test_left_and_outer_join_emit_unmatched_when_window_closes(spark, tmp_path, mode):
     windows = JoinWindows.of_time_difference_with_no_grace("100 milliseconds")
     records = [
