@@ -12,7 +12,15 @@ val sparkJars = settingKey[File]("folder with the Spark 4.3.0 jars (pyspark/jars
 lazy val sparkProvided = Seq(
   sparkJars := file(sys.env.getOrElse("SPARK_JARS", "SPARK_JARS-is-not-set")),
   Compile / unmanagedJars ++= (sparkJars.value ** "*.jar").classpath,
-  scalacOptions ++= Seq("-deprecation", "-feature", "-unchecked", "-release", "17")
+  // an unused import fails the build: the lint step for imports (scalafmt only formats)
+  scalacOptions ++= Seq(
+    "-deprecation",
+    "-feature",
+    "-unchecked",
+    "-release",
+    "17",
+    "-Wunused:imports",
+    "-Wconf:cat=unused-imports:e")
 )
 
 lazy val root = (project in file("jvm"))
@@ -34,6 +42,8 @@ lazy val root = (project in file("jvm"))
         ExclusionRule("org.xerial.snappy")
       )),
     Compile / packageDoc / publishArtifact := false,
+    // cases both processor runtimes run (ProcessorSpec here, tests/test_processor.py in Python)
+    Test / unmanagedResourceDirectories += (ThisBuild / baseDirectory).value / "tests" / "cases",
     Test / fork := true,
     Test / parallelExecution := false,
     Test / javaOptions ++= Seq(

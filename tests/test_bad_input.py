@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 import pytest
-from kstreams_spark import KStream, KStreamsError
+from kstreams_spark import JoinWindows, KStream, KStreamsError, TimeWindows
 from pyspark.sql import functions as F
 from streams import SCHEMA, Rec, StreamRun, batch_df, with_offsets
 
@@ -159,6 +159,46 @@ def test_null_timestamps_can_be_skipped_and_counted(spark, tmp_path):
         if name.startswith("kstreams_null_timestamps")
     ]
     assert sum(counts) == 2
+
+
+def _join_with_bs(s):
+    right = KStream(s.df.where(F.col("key") == "b"), on_null_timestamp="skip")
+    windows = JoinWindows.of_time_difference_with_no_grace(timedelta(minutes=1))
+    return s.join(right, lambda left, r: F.concat(left, r), windows)
+
+
+@pytest.mark.parametrize(
+    "operator, keys, skipped",
+    [
+        (lambda s: s.deduplicate_by_key("10 s"), {"a", "b"}, [2]),
+        (
+            lambda s: (
+                s.group_by_key()
+                .windowed_by(TimeWindows.of_size_with_no_grace(timedelta(minutes=1)))
+                .distinct()
+            ),
+            {"a", "b"},
+            [2],
+        ),
+        (lambda s: s.group_by_key().count().to_stream(), {"a", "b"}, [2]),
+        (lambda s: s.to_table().to_stream(), {"a", "b"}, [2]),
+        (_join_with_bs, {"b"}, [2, 1]),
+    ],
+    ids=["deduplicate_by_key", "windowed_distinct", "count", "to_table", "join"],
+)
+def test_skip_means_the_same_for_every_operator(spark, tmp_path, operator, keys, skipped):
+    """With on_null_timestamp='skip' no operator sees a null-timestamp record: each input counts
+    its skipped records as `null_timestamps_skipped` of `kstreams_null_timestamps` (`_2`...)."""
+    run = StreamRun(spark, str(tmp_path), lambda d: operator(KStream(d, on_null_timestamp="skip")).df)
+    run.add_batch(with_offsets([Rec("a", 1), Rec("a", None), Rec("b", None), Rec("b", 3)]))
+    run.run()
+    assert {r["key"] for r in run.output().collect()} == keys
+    counts: dict[str, int] = {}
+    for p in run.progress:
+        for name, m in p["observedMetrics"].items():
+            if name.startswith("kstreams_null_timestamps"):
+                counts[name] = counts.get(name, 0) + m["null_timestamps_skipped"]
+    assert [counts[n] for n in sorted(counts)] == skipped
 
 
 def test_dataframe_of_a_stopped_session(tmp_path):

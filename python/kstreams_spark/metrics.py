@@ -1,10 +1,11 @@
 """Reading the operators' counters from a streaming query's progress.
 
 Every operator counts, per micro-batch, the records it forwarded and those it dropped by reason
-(``duplicates_dropped``, ``late_dropped``; ``null_timestamps_skipped`` with
-``on_null_timestamp="skip"``; tables and aggregations: ``idempotent-updates-dropped``,
-``null_keys_dropped``, ``null_values_dropped``). They are observed metrics of the query, named
-``kstreams_<operator>`` (e.g. ``kstreams_deduplicate_by_key``, ``kstreams_to_table``; a second
+(``duplicates_dropped``, ``late_dropped``; tables and aggregations:
+``idempotent-updates-dropped``, ``null_keys_dropped``, ``null_values_dropped``). They are observed
+metrics of the query, named ``kstreams_<operator>`` (e.g. ``kstreams_deduplicate_by_key``,
+``kstreams_to_table``; records skipped for a null timestamp with ``on_null_timestamp="skip"`` are
+counted before any operator, as ``null_timestamps_skipped`` of ``kstreams_null_timestamps``; a second
 use of the same operator whose inputs meet in one operator gets ``_2``, ``_3``...), so they also
 appear in ``query.lastProgress["observedMetrics"]``.
 """
@@ -24,8 +25,9 @@ def operator_metrics(
     micro-batch time (as Kafka Streams' ``-total`` / ``-rate`` pairs, e.g.
     ``idempotent-updates-dropped`` and ``idempotent-updates-dropped-rate``).
 
-    >>> operator_metrics(query.recentProgress)
-    {'kstreams_deduplicate_by_key': {'forwarded': 980, 'duplicates_dropped': 20}}
+    >>> progress = {"observedMetrics": {"kstreams_deduplicate_by_key": {"forwarded": 3, "duplicates_dropped": 2}}}
+    >>> operator_metrics([progress, progress])
+    {'kstreams_deduplicate_by_key': {'forwarded': 6, 'duplicates_dropped': 4}}
     """
     progresses = list(progresses)
     totals: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))

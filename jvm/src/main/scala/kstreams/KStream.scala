@@ -134,7 +134,7 @@ final class KStream(val df: DataFrame, val columns: StreamColumns) {
   /** Calls `action` on each record as it passes (side effects only, e.g. logging); the records
     * are unchanged. {{{ KStream(df).peek(row => println(row)) }}} */
   def peek(action: Row => Unit): KStream = {
-    val all = struct(df.columns.toIndexedSeq.map(c => col(ArrivalOrder.quote(c))): _*)
+    val all = struct(df.columns.toIndexedSeq.map(c => col(HelperColumns.quote(c))): _*)
     val call = udf((row: Row) => { action(row); true }).asNondeterministic()
     withDf(df.where(call(all)))
   }
@@ -167,7 +167,7 @@ final class KStream(val df: DataFrame, val columns: StreamColumns) {
     val valueType = KStream.resolveId(df, valueColumn, "value")
     val tsHeader = struct(
       lit("kstreams.timestamp").as("key"),
-      unix_millis(col(ArrivalOrder.quote(columns.timestamp))).cast(StringType).cast(BinaryType).as("value"))
+      unix_millis(col(HelperColumns.quote(columns.timestamp))).cast(StringType).cast(BinaryType).as("value"))
     df.select(
       bytes(keyColumn, keyType).as("key"),
       bytes(valueColumn, valueType).as("value"),
@@ -200,11 +200,11 @@ final class KStream(val df: DataFrame, val columns: StreamColumns) {
   def outerJoin(other: KStream, joiner: (Column, Column) => Column, windows: JoinWindows): KStream =
     StreamJoin(this, other, joiner, windows, JoinKind.Outer)
 
-  private def keyColumn: Column = col(ArrivalOrder.quote(columns.keyField(df).name))
+  private def keyColumn: Column = col(HelperColumns.quote(columns.keyField(df).name))
 
   private def valueColumn: Column = {
     if (!df.columns.contains(columns.value)) throw StreamColumns.missing(df, columns.value, "value")
-    col(ArrivalOrder.quote(columns.value))
+    col(HelperColumns.quote(columns.value))
   }
 
   /** Runs a user [[processor.Processor]] (KIP-28) on each input partition, in arrival order, with
@@ -231,7 +231,7 @@ final class KStream(val df: DataFrame, val columns: StreamColumns) {
       Deduplicate(
         df,
         columns,
-        Seq("key" -> col(ArrivalOrder.quote(key.name))),
+        Seq("key" -> col(HelperColumns.quote(key.name))),
         DedupScope.PerPartition,
         intervalMicros,
         "kstreams_deduplicate_by_key"))
@@ -244,7 +244,7 @@ final class KStream(val df: DataFrame, val columns: StreamColumns) {
       Deduplicate(
         df,
         columns,
-        Seq("key" -> col(ArrivalOrder.quote(key.name)), "id" -> id),
+        Seq("key" -> col(HelperColumns.quote(key.name)), "id" -> id),
         DedupScope.PerPartition,
         intervalMicros,
         "kstreams_deduplicate_by_key_value"))

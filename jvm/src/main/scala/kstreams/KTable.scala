@@ -1,13 +1,9 @@
 package kstreams
 
-import org.apache.spark.sql.{Column, DataFrame, Encoders, Row}
-import org.apache.spark.sql.functions._
-import org.apache.spark.sql.kstreams.{ChangeSequence, ValueSerializer}
-import org.apache.spark.sql.streaming._
-import org.apache.spark.sql.types._
+import org.apache.spark.sql.{Column, DataFrame}
+import org.apache.spark.sql.kstreams.ChangeSequence
 
 import kstreams.internal.join._
-import kstreams.internal.plan._
 import kstreams.internal.table._
 
 /** A changelog table: [[df]] is its update stream, one row per change (key, value, timestamp;

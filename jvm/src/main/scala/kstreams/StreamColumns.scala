@@ -64,7 +64,7 @@ final case class StreamColumns(
       throw new KStreamsException(
         "the DataFrame has neither a timestamp nor an offset column, so arrival order is unknown; " +
           s"available columns: ${schema.fieldNames.mkString(", ")}")
-    ResolvedColumns(this, ts, part, off)
+    ResolvedColumns(this, ts, part, off, timestampRequired)
   }
 
   /** The key column, checked to exist and to be usable as a dedup key. */

@@ -9,7 +9,8 @@
   *
   * | concept (spec section, KIP) | public API | built in |
   * |---|---|---|
-  * | records, arrival order, stream time (1) | [[KStream]], [[StreamColumns]], [[NullTimestamps]] | `internal/plan/ArrivalOrder`, `Keyed`, `ResolvedColumns`, `SparkSessionChecks` |
+  * | records, arrival order, stream time (1) | [[KStream]], [[StreamColumns]], [[NullTimestamps]] | `internal/plan/InputColumns`, `ArrivalOrder`, `Keyed`, `ResolvedColumns`, `SparkSessionChecks` |
+  * | what operators count and drop (README "Metrics") | | `internal/plan/Stateful`, `HelperColumns` (`DropReasons`) |
   * | dedup by key, key + value, global (2, KIP-655) | [[KStream]]`.deduplicate*` | `internal/dedup/Deduplicate`, `PerPartitionDedup`, `GlobalDedup`, `DedupCaches`, `TimeBucketChunks` |
   * | windowed distinct (3) | [[TimeWindowedKStream]], [[SessionWindowedKStream]]`.distinct` | `internal/window/WindowedDistinct` |
   * | sequence dedup (4) | [[KStream]]`.deduplicateBySequence` | `internal/dedup/DeduplicateBySequence` |
@@ -18,6 +19,6 @@
   * | tables, emit on change (6, KIP-557), table-table joins (5) | [[KTable]] | `internal/table/TableSource`, `TableJoin` |
   * | processor API (7, KIP-28) | `kstreams.processor` | `kstreams.processor.ProcessorRunner` |
   * | state, eviction (8) | | `internal/state/Sweeper`, `internal/plan/ArrivalOrder` (`StreamTimes`) |
-  * | Python | `PythonAPI` (the one entry of `kstreams_spark`) | |
+  * | Python | the types above, called from `kstreams_spark` | `PythonAPI` (what py4j cannot express) |
   */
 package object kstreams

@@ -4,8 +4,7 @@ import java.nio.charset.StandardCharsets.UTF_8
 
 import scala.collection.mutable
 
-import org.apache.spark.sql.{Encoders, Row}
-import org.apache.spark.sql.functions.col
+import org.apache.spark.sql.Encoders
 import org.apache.spark.sql.streaming._
 
 import kstreams.internal.dedup._

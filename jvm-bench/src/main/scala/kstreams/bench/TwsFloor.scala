@@ -18,10 +18,9 @@ object TwsFloor {
     val columns = StreamColumns()
     val resolved = columns.resolve(df)
     val (grouped, userSchema) = ArrivalOrder.prepareCompact(df, resolved, Seq(df.col(columns.key)), Some(10000000L))
-    val processed = grouped
-      .transformWithState(new PassThrough, TimeMode.EventTime(), OutputMode.Append())(Encoders.product[CompactOutput])
-      .toDF()
-    ArrivalOrder.unpack(ArrivalOrder.finishCounted(processed, "kstreams_tws_floor", Nil), userSchema)
+    ArrivalOrder.unpack(
+      Stateful.runCounted(grouped, new PassThrough, TimeMode.EventTime(), "kstreams_tws_floor", Nil),
+      userSchema)
   }
 
   private final class PassThrough extends StatefulProcessor[Int, CompactRecord, CompactOutput] {

@@ -4,7 +4,7 @@ package aggregate
 
 import scala.collection.mutable
 
-import org.apache.spark.sql.{Column, DataFrame, Encoders, Row}
+import org.apache.spark.sql.{Column, Encoders, Row}
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.kstreams.ColumnFunction
 import org.apache.spark.sql.streaming._
@@ -71,32 +71,36 @@ private[kstreams] object Aggregate {
     }
     val adder = resolve("adder", valueType, fold.adder)
     val windowed = windowing != Unwindowed
-    val timeMode = if (windowed && input.streaming) TimeMode.EventTime() else TimeMode.None()
-    val outputSchema = StructType(
+    val outputSchema = Stateful.outputSchema(
       Seq(
-        input.keyField.copy(name = Keyed.Key, nullable = true),
+        input.keyField.copy(name = HelperColumns.Key, nullable = true),
         StructField(WindowStart, LongType),
         StructField(WindowEnd, LongType),
         StructField(Result, aggType),
-        StructField(ResultTs, LongType),
-        StructField(ArrivalOrder.Dropped, StringType)
+        StructField(ResultTs, LongType)
       ))
+    val drop = new DropMarker(outputSchema)
     val processor = windowing match {
-      case Unwindowed => new AggregateProcessor(input.layout, initial, adder, None, input.streaming)
+      case Unwindowed => new AggregateProcessor(input.layout, initial, adder, None, input.streaming, drop)
       case Tumbling(windows) =>
-        new AggregateProcessor(input.layout, initial, adder, Some(windows), input.streaming)
+        new AggregateProcessor(input.layout, initial, adder, Some(windows), input.streaming, drop)
       case Sessions(windows) =>
         val merger = resolve("session merger", aggType, fold.merger.getOrElse(fold.adder))
-        new SessionAggregateProcessor(input.layout, initial, adder, merger, windows, input.streaming)
+        new SessionAggregateProcessor(input.layout, initial, adder, merger, windows, input.streaming, drop)
     }
-    val processed =
-      input.grouped.transformWithState(processor, timeMode, OutputMode.Append())(Encoders.row(outputSchema))
     val name = windowing match {
       case Unwindowed => fold.name
       case Tumbling(_) => fold.name + "_windowed"
       case Sessions(_) => fold.name + "_session_windowed"
     }
-    val finished = ArrivalOrder.finish(processed, name, KeyedReasons.Aggregate)
+    val finished = Stateful.run(
+      input.grouped,
+      processor,
+      if (windowed) Stateful.eventTime(input.streaming) else TimeMode.None(),
+      outputSchema,
+      name,
+      Seq(DropReasons.NullKey, DropReasons.NullValue, DropReasons.Late, DropReasons.Idempotent)
+    )
     val cols = stream.columns
     val window =
       if (windowed)
@@ -105,7 +109,7 @@ private[kstreams] object Aggregate {
             .as("window"))
       else Nil
     val result = finished.select(
-      Seq(col(Keyed.Key).as(cols.key)) ++ window ++ Seq(
+      Seq(col(HelperColumns.Key).as(cols.key)) ++ window ++ Seq(
         col(Result).as(cols.value),
         Keyed.timestampColumn(col(ResultTs), cols.timestamp, input.watermarkDelayMs)): _*)
     KTable(result, cols)
@@ -119,18 +123,16 @@ private[kstreams] final class AggregateProcessor(
     initial: Option[Any],
     adder: ColumnFunction,
     windows: Option[TimeWindows],
-    streaming: Boolean)
+    streaming: Boolean,
+    drop: DropMarker)
     extends StatefulProcessor[Row, Row, Row] {
 
   @transient private var results: MapState[Long, Row] = _
-  private val width = 6
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
     val stateSchema = StructType(Seq(StructField("aggregate", adder.dataType), StructField("ts", LongType)))
     results = getHandle.getMapState[Long, Row]("results", Encoders.scalaLong, Encoders.row(stateSchema), TTLConfig.NONE)
   }
-
-  private def marker(reason: String): Row = Keyed.marker(width, reason)
 
   override def handleInputRows(key: Row, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
     val watermarkMicros =
@@ -139,11 +141,10 @@ private[kstreams] final class AggregateProcessor(
     val valueIndex = layout.valueIndex(0)
     val out = mutable.ArrayBuffer.empty[Row]
     Keyed.arrivalOrder(rows, layout).foreach { r =>
-      if (keyValue == null) out += marker(KeyedReasons.NullKey)
-      else if (r.isNullAt(layout.tsIndex)) out += marker(KeyedReasons.NullTimestamp)
+      if (keyValue == null) out += drop(DropReasons.NullKey)
       // Kafka Streams 4.3 skips a null value in plain aggregations only (KStreamAggregate); its
       // windowed aggregation (KStreamWindowAggregate) folds it in (spec section 5)
-      else if (r.isNullAt(valueIndex) && windows.isEmpty) out += marker(KeyedReasons.NullValue)
+      else if (r.isNullAt(valueIndex) && windows.isEmpty) out += drop(DropReasons.NullValue)
       else {
         val ts = r.getLong(layout.tsIndex)
         val (start, end) = windows match {
@@ -151,7 +152,7 @@ private[kstreams] final class AggregateProcessor(
           case None => (0L, 0L)
         }
         val closeMicros = end + windows.map(_.graceMicros).getOrElse(0L)
-        if (windows.isDefined && closeMicros <= watermarkMicros) out += marker(ArrivalOrder.Reasons.Late)
+        if (windows.isDefined && closeMicros <= watermarkMicros) out += drop(DropReasons.Late)
         else {
           // a null aggregate is no aggregate, as in Kafka's stores (a put of null deletes): the
           // next record starts from the initializer again (reduce: from its own value)
@@ -167,7 +168,7 @@ private[kstreams] final class AggregateProcessor(
           val idempotent = old.exists(o =>
             newTs >= o.getLong(1) &&
               java.util.Arrays.equals(adder.serialize(folded), adder.serialize(o.get(0))))
-          if (idempotent) out += marker(KeyedReasons.Idempotent)
+          if (idempotent) out += drop(DropReasons.Idempotent)
           else {
             if (old.isEmpty && windows.isDefined && streaming)
               getHandle.registerTimer(Math.floorDiv(closeMicros + 999L, 1000L))
@@ -208,11 +209,11 @@ private[kstreams] final class SessionAggregateProcessor(
     adder: ColumnFunction,
     merger: ColumnFunction,
     windows: SessionWindows,
-    streaming: Boolean)
+    streaming: Boolean,
+    drop: DropMarker)
     extends StatefulProcessor[Row, Row, Row] {
 
   @transient private var sessions: MapState[Long, Row] = _
-  private val width = 6
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
     val schema = StructType(
@@ -230,8 +231,7 @@ private[kstreams] final class SessionAggregateProcessor(
     val out = mutable.ArrayBuffer.empty[Row]
     Keyed.arrivalOrder(rows, layout).foreach { r =>
       // a null value is folded in, as Kafka's KStreamSessionWindowAggregate does (spec section 5)
-      if (keyValue == null) out += Keyed.marker(width, KeyedReasons.NullKey)
-      else if (r.isNullAt(layout.tsIndex)) out += Keyed.marker(width, KeyedReasons.NullTimestamp)
+      if (keyValue == null) out += drop(DropReasons.NullKey)
       else {
         val ts = r.getLong(layout.tsIndex)
         val touching = sessions
@@ -246,7 +246,7 @@ private[kstreams] final class SessionAggregateProcessor(
         // Kafka's rule (KStreamSessionWindowAggregate) with the watermark for stream time: late when
         // the merged session ends before `streamTime - grace - gap`
         if (end + windows.graceMicros + windows.gapMicros < watermarkMicros)
-          out += Keyed.marker(width, ArrivalOrder.Reasons.Late)
+          out += drop(DropReasons.Late)
         else {
           // As Kafka: the touched sessions' aggregates are merged into a fresh initial aggregate
           // (reduce has none: the first session's aggregate starts it)
@@ -272,7 +272,7 @@ private[kstreams] final class SessionAggregateProcessor(
             !old.isNullAt(1) && newTs >= old.getLong(2) &&
             java.util.Arrays.equals(adder.serialize(folded), adder.serialize(old.get(1)))
           }
-          if (same) out += Keyed.marker(width, KeyedReasons.Idempotent)
+          if (same) out += drop(DropReasons.Idempotent)
           else {
             if (!alone) touching.foreach { case (oldStart, old) =>
               sessions.removeKey(oldStart)

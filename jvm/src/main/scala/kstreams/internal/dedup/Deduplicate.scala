@@ -2,7 +2,7 @@ package kstreams
 package internal
 package dedup
 
-import org.apache.spark.sql.{Column, DataFrame, Encoders, KeyValueGroupedDataset}
+import org.apache.spark.sql.{Column, DataFrame, KeyValueGroupedDataset}
 import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types.StructType
 
@@ -25,7 +25,6 @@ private[kstreams] object Deduplicate {
       scope: DedupScope,
       intervalMicros: Long,
       metricName: String): DataFrame = {
-    SparkSessionChecks.requireStateStore(df)
     val resolved = columns.resolve(df)
     parts.foreach { case (name, c) =>
       StreamColumns.checkKeyType(s"dedup key part '$name'", df.select(c).schema.head.dataType)
@@ -77,11 +76,13 @@ private[kstreams] object Deduplicate {
       processor: StatefulProcessor[Int, T, CompactOutput],
       userSchema: StructType,
       metricName: String): DataFrame = {
-    val timeMode = if (df.isStreaming) TimeMode.EventTime() else TimeMode.None()
-    val processed =
-      grouped.transformWithState(processor, timeMode, OutputMode.Append())(Encoders.product[CompactOutput]).toDF()
     ArrivalOrder.unpack(
-      ArrivalOrder.finishCounted(processed, metricName, Seq(ArrivalOrder.Reasons.Duplicate)),
+      Stateful.runCounted(
+        grouped,
+        processor,
+        Stateful.eventTime(df.isStreaming),
+        metricName,
+        Seq(DropReasons.Duplicate)),
       userSchema)
   }
 }

@@ -16,7 +16,6 @@ private[kstreams] object DeduplicateBySequence {
   val Sequence = "__kstreams_sequence"
 
   def apply(df: DataFrame, columns: StreamColumns, sequence: Column): DataFrame = {
-    SparkSessionChecks.requireStateStore(df)
     val resolved = columns.resolve(df, timestampRequired = false)
     KStream.resolveId(df, sequence, "sequence") match {
       case LongType | IntegerType | ShortType | ByteType =>
@@ -28,9 +27,13 @@ private[kstreams] object DeduplicateBySequence {
     val prepared =
       ArrivalOrder.prepare(df, resolved, Seq(Sequence -> sequence.cast(LongType)), watermarkDelayMicros = None)
     val processor = new SequenceProcessor(prepared.layout, prepared.layout.extraIndex(Sequence))
-    val processed = prepared.grouped.transformWithState(processor, TimeMode.None(), OutputMode.Append())(
-      Encoders.row(prepared.outputSchema()))
-    ArrivalOrder.finish(processed, "kstreams_deduplicate_by_sequence", Seq(ArrivalOrder.Reasons.Duplicate))
+    Stateful.run(
+      prepared.grouped,
+      processor,
+      TimeMode.None(),
+      prepared.outputSchema(),
+      "kstreams_deduplicate_by_sequence",
+      Seq(DropReasons.Duplicate))
   }
 }
 
@@ -45,7 +48,7 @@ private[kstreams] final class SequenceProcessor(layout: ArrivalOrder.Layout, seq
     highWater = getHandle.getMapState[Int, Long]("highWater", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
 
   override def handleInputRows(group: Int, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
-    val order = new OrderCheck(layout, timestampRequired = false)
+    val order = new OrderCheck(layout)
     val marks = scala.collection.mutable.HashMap.empty[Int, Long]
     val changed = scala.collection.mutable.HashSet.empty[Int]
     rows.map { row =>
@@ -61,7 +64,7 @@ private[kstreams] final class SequenceProcessor(layout: ArrivalOrder.Layout, seq
           marks(partition) = sequence
           changed += partition
           output.forward(row)
-        } else output.drop(row, ArrivalOrder.Reasons.Duplicate)
+        } else output.drop(row, DropReasons.Duplicate)
       }
     } ++ {
       changed.foreach(p => highWater.updateValue(p, marks(p)))

@@ -21,7 +21,7 @@ import kstreams.internal.state._
   * stream time at the start of the next one, also when none of that partition's records hashed
   * to it.
   */
-final case class SpreadRecord(
+private[kstreams] final case class SpreadRecord(
     group: Int,
     partition: Int,
     ordering: Long,
@@ -156,7 +156,7 @@ private[kstreams] final class GlobalDedupProcessor(
       batchMax.foreach { case (p, ts) => times.advance(p, ts) }
       times.flush()
       if (useTimers) sweeper.ensureArmed(timerValues)
-      if (duplicates > 0) Iterator.single(CompactOutput(null, ArrivalOrder.Reasons.Duplicate, duplicates))
+      if (duplicates > 0) Iterator.single(CompactOutput(null, DropReasons.Duplicate, duplicates))
       else Iterator.empty
     }
   }
@@ -269,7 +269,7 @@ private[kstreams] final class GlobalDedupProcessor(
 }
 
 /** An id's entry in the global store: the forwarded record's timestamp and position. */
-final case class GlobalDedupEntry(timestampMicros: Long, partition: Int, offset: Long)
+private[kstreams] final case class GlobalDedupEntry(timestampMicros: Long, partition: Int, offset: Long)
 
 private[kstreams] object GlobalDedupProcessor {
   val OneGroupCheckpoint: String =

@@ -49,7 +49,7 @@ import kstreams.internal.state._
   * entry, in the chunks as in `entries`.
   *
   * Output: forwarded records, then one row per micro-batch with the number of duplicates dropped
-  * (not one marker row per dropped record), read by [[ArrivalOrder.finishCounted]].
+  * (not one marker row per dropped record), read by [[Stateful.runCounted]].
   */
 private[kstreams] final class PerPartitionDedupProcessor(
     intervalMicros: Long,
@@ -119,7 +119,7 @@ private[kstreams] final class PerPartitionDedupProcessor(
         store.close(streamTime - intervalMicros)
       }
       if (useTimers) sweeper.ensureArmed(timerValues)
-      if (duplicates > 0) Iterator.single(CompactOutput(null, ArrivalOrder.Reasons.Duplicate, duplicates))
+      if (duplicates > 0) Iterator.single(CompactOutput(null, DropReasons.Duplicate, duplicates))
       else Iterator.empty
     }
   }
@@ -307,11 +307,11 @@ private[kstreams] final class PerPartitionDedupProcessor(
 }
 
 /** A key's entry in a spilled group's `entries` (see [[PerPartitionDedupProcessor]]). */
-final case class DedupEntry(timestampMicros: Long, offset: Long)
+private[kstreams] final case class DedupEntry(timestampMicros: Long, offset: Long)
 
 /** Whether a group's entries are spilled to `entries`, and the token its in-memory map is filed
   * under in [[DedupCaches]] (see [[PerPartitionDedupProcessor]]). */
-final case class DedupStoreMode(token: Long, spilled: Boolean)
+private[kstreams] final case class DedupStoreMode(token: Long, spilled: Boolean)
 
 private[kstreams] object PerPartitionDedupProcessor {
 

@@ -29,31 +29,38 @@ private[kstreams] object StreamJoin {
       windows: JoinWindows,
       kind: JoinKind): KStream = {
     val input = Keyed.prepare(Seq(Keyed.SideInput(left), Keyed.SideInput(right)))
-    val outputSchema = StructType(
+    val outputSchema = Stateful.outputSchema(
       Seq(
-        input.keyField.copy(name = Keyed.Key, nullable = true),
-        StructField(Keyed.value(0), input.valueTypes(0)),
-        StructField(Keyed.value(1), input.valueTypes(1)),
-        StructField(Keyed.Ts, LongType),
-        StructField(ArrivalOrder.Dropped, StringType)
+        input.keyField.copy(name = HelperColumns.Key, nullable = true),
+        StructField(HelperColumns.value(0), input.valueTypes(0)),
+        StructField(HelperColumns.value(1), input.valueTypes(1)),
+        StructField(HelperColumns.TimestampMicros, LongType)
       ))
-    val timeMode = if (input.streaming) TimeMode.EventTime() else TimeMode.None()
-    val processed = input.grouped.transformWithState(
-      new StreamJoinProcessor(input.layout, kind, windows, input.valueTypes, input.streaming),
-      timeMode,
-      OutputMode.Append())(Encoders.row(outputSchema))
+    val processor = new StreamJoinProcessor(
+      input.layout,
+      kind,
+      windows,
+      input.valueTypes,
+      input.streaming,
+      new DropMarker(outputSchema))
     val name = kind match {
       case JoinKind.Inner => "kstreams_join"
       case JoinKind.Left => "kstreams_left_join"
       case JoinKind.Outer => "kstreams_outer_join"
     }
     val cols = left.columns
-    val result = ArrivalOrder
-      .finish(processed, name, Seq(KeyedReasons.NullKey, KeyedReasons.NullValue, KeyedReasons.NullTimestamp))
+    val result = Stateful
+      .run(
+        input.grouped,
+        processor,
+        Stateful.eventTime(input.streaming),
+        outputSchema,
+        name,
+        Seq(DropReasons.NullKey, DropReasons.NullValue))
       .select(
-        col(Keyed.Key).as(cols.key),
-        joiner(col(Keyed.value(0)), col(Keyed.value(1))).as(cols.value),
-        Keyed.timestampColumn(col(Keyed.Ts), cols.timestamp, input.watermarkDelayMs)
+        col(HelperColumns.Key).as(cols.key),
+        joiner(col(HelperColumns.value(0)), col(HelperColumns.value(1))).as(cols.value),
+        Keyed.timestampColumn(col(HelperColumns.TimestampMicros), cols.timestamp, input.watermarkDelayMs)
       )
     KStream(result, StreamColumns(cols.key, cols.value, cols.timestamp, None, None, cols.onNullTimestamp))
   }
@@ -70,7 +77,8 @@ private[kstreams] final class StreamJoinProcessor(
     kind: JoinKind,
     windows: JoinWindows,
     valueTypes: Seq[DataType],
-    streaming: Boolean)
+    streaming: Boolean,
+    drop: DropMarker)
     extends StatefulProcessor[Row, Row, Row] {
 
   private final class Buffered(val ts: Long, var matched: Boolean, val value: Any)
@@ -180,14 +188,13 @@ private[kstreams] final class StreamJoinProcessor(
     Keyed.arrivalOrder(rows, layout).foreach { r =>
       val side = r.getInt(layout.sideIndex)
       val value = r.get(layout.valueIndex(side))
-      if (r.isNullAt(layout.tsIndex)) out += Keyed.marker(5, KeyedReasons.NullTimestamp)
       // Kafka Streams 4.3 (KStreamKStreamJoin, KIP-962): a null-key record of an outer side (left of
       // a left join, either side of an outer join) is emitted unmatched at once; other null keys
       // and every null value are skipped (StreamStreamJoinUtil.skipRecord)
-      else if (keyValue == null && value != null && emitsUnmatched(side))
+      if (keyValue == null && value != null && emitsUnmatched(side))
         out += result(keyValue, side, value, null, r.getLong(layout.tsIndex))
-      else if (keyValue == null) out += Keyed.marker(5, KeyedReasons.NullKey)
-      else if (value == null) out += Keyed.marker(5, KeyedReasons.NullValue)
+      else if (keyValue == null) out += drop(DropReasons.NullKey)
+      else if (value == null) out += drop(DropReasons.NullValue)
       else {
         val ts = r.getLong(layout.tsIndex)
         var matched = false

@@ -5,13 +5,14 @@ package plan
 import scala.collection.mutable
 
 import org.apache.spark.sql.{Column, DataFrame, Encoders, KeyValueGroupedDataset, Row}
-import org.apache.spark.sql.catalyst.plans.logical.{CollectMetrics, EventTimeWatermark}
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.kstreams.{ArrivalOrderSort, RowBytes}
 import org.apache.spark.sql.streaming.MapState
 import org.apache.spark.sql.types._
 
 import kstreams.internal.dedup._
+import kstreams.internal.plan.HelperColumns._
+import kstreams.internal.plan.HelperColumns.quote
 
 /** Prepares a DataFrame for a stateful processor that must see every input partition's records in
   * arrival order (spec section 1): micro-batch by micro-batch, and inside one micro-batch by
@@ -28,20 +29,10 @@ import kstreams.internal.dedup._
   * them, and the spec needs late records forwarded. The query-wide watermark still drives timers.
   */
 private[kstreams] object ArrivalOrder {
-  val Group = "__kstreams_group"
-  val Partition = "__kstreams_partition"
-  val Order = "__kstreams_order"
-  val TimestampMicros = "__kstreams_ts"
-
-  /** Output column saying why a row was dropped (null: forwarded); see [[finish]]. */
-  val Dropped = "__kstreams_dropped"
-  private val Count = "__kstreams_count"
 
   /** Column positions of a prepared row, computed on the driver for the processor. */
   final case class Layout(
       outputWidth: Int,
-      timestampName: Option[String],
-      partitionName: Option[String],
       offsetName: Option[String],
       partitionIndex: Int,
       orderIndex: Int,
@@ -70,12 +61,11 @@ private[kstreams] object ArrivalOrder {
       columns: ResolvedColumns,
       extra: Seq[(String, Column)],
       watermarkDelayMicros: Option[Long]): Prepared = {
-    val (sorted, userOutput) = arrange(df, columns, extra, watermarkDelayMicros)
+    val sorted = arrange(df, columns, extra, watermarkDelayMicros)
     val schema = sorted.schema
+    val userOutput = InputColumns.userSchema(df, columns)
     val layout = Layout(
       outputWidth = userOutput.size,
-      timestampName = columns.timestamp.map(_.name),
-      partitionName = columns.partition.map(_.name),
       offsetName = columns.offset.map(_.name),
       partitionIndex = schema.fieldIndex(Partition),
       orderIndex = schema.fieldIndex(Order),
@@ -92,14 +82,13 @@ private[kstreams] object ArrivalOrder {
     * [[Partition]], [[Order]], [[TimestampMicros]]), for code that groups them itself (Python's
     * `transformWithState`); grouping on [[Group]] keeps the arrival order. */
   def arranged(df: DataFrame, columns: ResolvedColumns): DataFrame =
-    arrange(df, columns, Nil, None)._1
+    arrange(df, columns, Nil, None)
 
   val Payload = "payload"
 
   /** Like [[prepare]], for processors that never look at the user's columns: those travel as one
     * byte array ([[Payload]], an UnsafeRow) and the helper columns are plain numbers, so no row is
-    * converted to JVM objects. Rows are read as [[CompactRecord]]s; null timestamps and partitions
-    * fail in Catalyst (`raise_error`) with the same messages. One group per input partition. */
+    * converted to JVM objects. Rows are read as [[CompactRecord]]s. One group per input partition. */
   def prepareCompact(
       df: DataFrame,
       columns: ResolvedColumns,
@@ -108,7 +97,7 @@ private[kstreams] object ArrivalOrder {
     val named = compactByPartition(df, columns, keyParts, watermarkDelayMicros)
     (
       named.groupBy(col(Group)).as[Int, CompactRecord](Encoders.scalaInt, Encoders.product[CompactRecord]),
-      userSchema(df, columns))
+      InputColumns.userSchema(df, columns))
   }
 
   /** [[prepareCompact]] for the global store of `deduplicate`, spread over `groups` groups by a
@@ -139,7 +128,7 @@ private[kstreams] object ArrivalOrder {
     val sorted = ArrivalOrderSort.partitionAndSort(spread.toDF(), "group", Seq("partition", "ordering"))
     (
       sorted.groupBy(col("group")).as[Int, SpreadRecord](Encoders.scalaInt, Encoders.product[SpreadRecord]),
-      userSchema(df, columns))
+      InputColumns.userSchema(df, columns))
   }
 
   /** The compact columns of [[CompactRecord]] (and [[Group]], the partition), each partition's
@@ -154,31 +143,18 @@ private[kstreams] object ArrivalOrder {
       columns: ResolvedColumns,
       keyParts: Seq[Column],
       watermarkDelayMicros: Option[Long]): DataFrame = {
-    val checked = watermarkAndCheck(df, columns, watermarkDelayMicros)
-    val partitionCol = partitionColumn(columns)
-    val offsetCol = offsetColumn(columns)
-    val tsMicros = columns.timestamp
-      .map(f => timestampMicros(f.name, partitionCol, offsetCol, failOnNull = true))
-      .getOrElse(lit(null).cast(LongType))
+    val input = InputColumns(df, columns, watermarkDelayMicros)
     val userColumns = df.schema.fields.toSeq.map(f => col(quote(f.name)))
     val sorted = ArrivalOrderSort.partitionAndSort(
-      checked.select(
-        userColumns ++ Seq(coalesce(partitionCol, lit(-1)).as(Group), offsetCol.getOrElse(tsMicros).as(Order)): _*),
+      input.df.select(userColumns ++ Seq(input.group.as(Group), input.order.as(Order)): _*),
       Group,
       Seq(Order))
-    val checkedPartition = when(
-      partitionCol.isNull,
-      raise_error(
-        concat(
-          lit(s"null partition in column '${columns.partition.map(_.name).getOrElse("")}' at "),
-          whereColumn(partitionCol, offsetCol)))
-    ).otherwise(partitionCol)
     sorted.select(
       col(Group),
-      checkedPartition.as("partition"),
+      input.checkedPartition.as("partition"),
       col(Order).as("ordering"),
-      tsMicros.as("timestampMicros"),
-      coalesce(offsetCol.getOrElse(lit(null).cast(LongType)), lit(Long.MinValue)).as("offset"),
+      input.timestampMicros.as("timestampMicros"),
+      coalesce(input.offset.getOrElse(lit(null).cast(LongType)), lit(Long.MinValue)).as("offset"),
       keyParts.map(_.isNull).reduce(_ || _).as("keyNull"),
       RowBytes.encode(keyParts).as("key"),
       RowBytes.encode(userColumns).as(Payload)
@@ -189,144 +165,48 @@ private[kstreams] object ArrivalOrder {
   def unpack(df: DataFrame, userSchema: StructType): DataFrame =
     df.select(RowBytes.decodeNotNull(col(Payload), userSchema).as("r")).select("r.*")
 
-  /** `df` with the watermark the operator adds when it has none, and without the records of null
-    * timestamp when those are to be skipped (counted in an observed metric). */
-  private def watermarkAndCheck(
-      df: DataFrame,
-      columns: ResolvedColumns,
-      watermarkDelayMicros: Option[Long]): DataFrame = {
-    val tsName = columns.timestamp.map(_.name)
-    val watermarked = (watermarkDelayMicros, tsName) match {
-      case (Some(delay), Some(ts)) if df.isStreaming && !hasWatermark(df) =>
-        df.withWatermark(ts, s"$delay microseconds")
-      case _ => df
-    }
-    (columns.names.onNullTimestamp, tsName) match {
-      case (_, None) | (NullTimestamps.Fail, _) => watermarked
-      case (NullTimestamps.Skip, Some(tsName)) =>
-        // Skipped records never reach the processor; their count is an observed metric.
-        val name = observationName(watermarked, "kstreams_null_timestamps")
-        watermarked
-          .observe(name, count_if(col(quote(tsName)).isNull).as("null_timestamps_skipped"))
-          .where(col(quote(tsName)).isNotNull)
-    }
-  }
-
-  private def partitionColumn(columns: ResolvedColumns): Column = columns.partition match {
-    case Some(f) => col(quote(f.name)).cast(IntegerType)
-    case None => lit(0)
-  }
-
-  private def offsetColumn(columns: ResolvedColumns): Option[Column] =
-    columns.offset.map(f => col(quote(f.name)).cast(LongType))
-
-  /** The user's schema as operators return it: the timestamp column without watermark metadata. */
-  private def userSchema(df: DataFrame, columns: ResolvedColumns): StructType =
-    StructType(df.schema.fields.map(f =>
-      if (columns.timestamp.exists(_.name == f.name)) f.copy(metadata = Metadata.empty) else f))
-
   private def arrange(
       df: DataFrame,
       columns: ResolvedColumns,
       extra: Seq[(String, Column)],
-      watermarkDelayMicros: Option[Long]): (DataFrame, StructType) = {
+      watermarkDelayMicros: Option[Long]): DataFrame = {
+    val input = InputColumns(df, columns, watermarkDelayMicros)
     val tsName = columns.timestamp.map(_.name)
-    val checked = watermarkAndCheck(df, columns, watermarkDelayMicros)
-    val partitionCol = partitionColumn(columns)
-    val offsetCol = offsetColumn(columns)
-    val tsMicros = tsName.map(name => unix_micros(col(quote(name)))).getOrElse(lit(null).cast(LongType))
-    val groupCol = coalesce(partitionCol, lit(-1)) // one group per input partition, as a Kafka Streams task
     val userSelected = df.schema.fields.toSeq.map { f =>
       val c = col(quote(f.name))
       if (tsName.contains(f.name)) c.as(f.name, Metadata.empty) else c
     }
     val helpers = Seq(
-      groupCol.as(Group),
-      partitionCol.as(Partition),
-      offsetCol.getOrElse(tsMicros).as(Order),
-      tsMicros.as(TimestampMicros))
-    val sorted = ArrivalOrderSort.partitionAndSort(
-      checked.select(userSelected ++ helpers ++ extra.map { case (name, c) => c.as(name) }: _*),
+      input.group.as(Group),
+      input.checkedPartition.as(Partition),
+      input.order.as(Order),
+      input.timestampMicros.as(TimestampMicros))
+    ArrivalOrderSort.partitionAndSort(
+      input.df.select(userSelected ++ helpers ++ extra.map { case (name, c) => c.as(name) }: _*),
       Group,
       Seq(Partition, Order))
-    (sorted, userSchema(df, columns))
   }
 
-  /** `partition 3, offset 42` as a column, for errors raised inside Catalyst. */
-  private def whereColumn(partition: Column, offset: Option[Column]): Column =
-    concat(
-      lit("partition "),
-      coalesce(partition.cast(StringType), lit("null")),
-      lit(", offset "),
-      offset
-        .map(o => coalesce(o.cast(StringType), lit("null")))
-        .getOrElse(lit("n/a (no offset column)"))
-    )
-
-  /** The timestamp column `name` in microseconds; with `failOnNull`, a null fails the query with an
-    * error naming the column, partition and offset (spec section 1). */
-  def timestampMicros(name: String, partition: Column, offset: Option[Column], failOnNull: Boolean): Column =
-    if (!failOnNull) unix_micros(col(quote(name)))
-    else
-      when(
-        col(quote(name)).isNull,
-        raise_error(
-          concat(
-            lit(s"null timestamp in column '$name' at "),
-            whereColumn(partition, offset),
-            lit("; fix the producer, or pass on_null_timestamp='skip' (Scala: NullTimestamps.Skip) " +
-              "to skip and count such records")
-          ))
-      )
-        .otherwise(unix_micros(col(quote(name))))
-
-  /** Counts what the processor forwarded and dropped (by reason) as the observed metric `name` of
-    * the query progress, then keeps the forwarded rows only and drops helper columns.
-    *
-    * Processors emit a marker row (all nulls but [[Dropped]]) for each record they drop, so the
-    * counts are exact in every micro-batch and visible in `lastProgress.observedMetrics`.
-    */
-  def finish(processed: DataFrame, name: String, reasons: Seq[String]): DataFrame = {
-    val dropped = col(Dropped)
-    val counts = count_if(dropped.isNull).as("forwarded") +:
-      reasons.map(r => count_if(dropped === lit(r)).as(r))
-    processed
-      .observe(observationName(processed, name), counts.head, counts.tail: _*)
-      .where(dropped.isNull)
-      .drop(Dropped)
-  }
-
-  /** [[finish]] for compact processors, which emit one count per drop reason instead of a marker
-    * row per dropped record ([[CompactOutput]]). */
-  def finishCounted(processed: DataFrame, name: String, reasons: Seq[String]): DataFrame = {
-    val dropped = col(Dropped)
-    val counts = count_if(dropped.isNull).as("forwarded") +: reasons.map(r =>
-      coalesce(sum(when(dropped === lit(r), col(Count))), lit(0L)).as(r))
-    processed
-      .observe(observationName(processed, name), counts.head, counts.tail: _*)
-      .where(dropped.isNull)
-      .drop(Dropped, Count)
-  }
-
-  /** `base`, or `base_2`, `base_3`... if the plan already observes under that name: names stay the
-    * same when the same code restarts a query, and never clash inside one query. */
-  private def observationName(df: DataFrame, base: String): String = {
-    val taken = df
-      .asInstanceOf[org.apache.spark.sql.classic.Dataset[Row]]
-      .queryExecution
-      .logical
-      .collect { case m: CollectMetrics => m.name }
-      .toSet
-    (Iterator.single(base) ++ Iterator.from(2).map(i => s"${base}_$i")).find(!taken(_)).get
-  }
-
-  def hasWatermark(df: DataFrame): Boolean =
-    df.asInstanceOf[org.apache.spark.sql.classic.Dataset[Row]]
-      .queryExecution
-      .logical
-      .exists(_.isInstanceOf[EventTimeWatermark])
-
-  def quote(name: String): String = "`" + name.replace("`", "``") + "`"
+  /** Rows of several inputs ("sides" of a per-key operator, sources of a processor DAG) in the
+    * order one Kafka Streams task takes them: each input's rows in their own order (`queues`,
+    * already sorted), the inputs merged by the timestamp of their next row (`timestampMicros`,
+    * Long.MinValue for none), ties to the earlier queue, as a task picks the partition whose head
+    * record is oldest. The Python processor runtime ports this rule
+    * (`_processor_runtime.arrival_order`). */
+  def merge(queues: Seq[Seq[Row]], timestampMicros: Row => Long): Seq[Row] =
+    if (queues.size == 1) queues.head
+    else {
+      val heads = Array.fill(queues.size)(0)
+      val out = mutable.ArrayBuffer.empty[Row]
+      while (heads.indices.exists(i => heads(i) < queues(i).size)) {
+        val next = heads.indices
+          .filter(i => heads(i) < queues(i).size)
+          .minBy(i => (timestampMicros(queues(i)(heads(i))), i))
+        out += queues(next)(heads(next))
+        heads(next) += 1
+      }
+      out.toSeq
+    }
 
   final case class Prepared(
       grouped: KeyValueGroupedDataset[Int, Row],
@@ -335,13 +215,12 @@ private[kstreams] object ArrivalOrder {
       inputSchema: StructType) {
 
     /** Schema of a processor's output rows: the user's columns, `extra`, then [[Dropped]]. */
-    def outputSchema(extra: StructField*): StructType =
-      StructType(userSchema.fields ++ extra :+ StructField(Dropped, StringType))
+    def outputSchema(extra: StructField*): StructType = Stateful.outputSchema(userSchema.fields.toSeq ++ extra)
   }
 
   /** Builds a processor's output rows: a record with its user columns, the operator's extra values,
     * and the drop reason (null when forwarded). A dropped record keeps its values (so the output
-    * schema, nullability included, is the input's) and is filtered out by [[finish]]. */
+    * schema, nullability included, is the input's) and is filtered out by [[Stateful.run]]. */
   final class Output(layout: Layout, extraWidth: Int) extends Serializable {
     private val width = layout.outputWidth + extraWidth + 1
 
@@ -358,29 +237,14 @@ private[kstreams] object ArrivalOrder {
       Row.fromSeq(values.toSeq)
     }
   }
-
-  /** Names of drop reasons, which are also the observed metric names. */
-  object Reasons {
-    val Duplicate = "duplicates_dropped"
-    val Late = "late_dropped"
-  }
 }
 
-/** Checks that each partition's rows arrive in offset (or timestamp) order and that the fields the
-  * spec needs are present, naming the partition and offset when they are not. */
-private[kstreams] final class OrderCheck(layout: ArrivalOrder.Layout, timestampRequired: Boolean = true) {
+/** Checks that each partition's rows arrive in offset (or timestamp) order. (Null timestamps and
+  * partitions never get here: [[InputColumns]] fails the query on them, naming where.) */
+private[kstreams] final class OrderCheck(layout: ArrivalOrder.Layout) {
   private val last = mutable.HashMap.empty[Int, Long]
 
   def check(row: Row): Unit = {
-    if (timestampRequired && layout.timestampName.isDefined &&
-      row.isNullAt(layout.timestampMicrosIndex))
-      throw new KStreamsException(
-        s"null timestamp in column '${layout.timestampName.get}' at ${layout.where(row)}; " +
-          "fix the producer, or pass on_null_timestamp='skip' (Scala: NullTimestamps.Skip) " +
-          "to skip and count such records")
-    if (row.isNullAt(layout.partitionIndex))
-      throw new KStreamsException(
-        s"null partition in column '${layout.partitionName.getOrElse("")}' at ${layout.where(row)}")
     val partition = row.getInt(layout.partitionIndex)
     if (!row.isNullAt(layout.orderIndex)) {
       val position = row.getLong(layout.orderIndex)
@@ -417,7 +281,7 @@ private[kstreams] final class StreamTimes(state: MapState[Int, Long]) {
 
 /** One record as a compact processor reads it: where it came from, its time, its dedup key as
   * bytes (`keyNull` when any part of the key is null) and the user's columns as an UnsafeRow. */
-final case class CompactRecord(
+private[kstreams] final case class CompactRecord(
     partition: Int,
     ordering: Long,
     timestampMicros: Long,
@@ -427,5 +291,6 @@ final case class CompactRecord(
     payload: Array[Byte])
 
 /** What a compact processor emits: a forwarded record's payload (reason null, count 1), or the
-  * number of records it dropped for a reason (payload null). */
-final case class CompactOutput(payload: Array[Byte], __kstreams_dropped: String, __kstreams_count: Long)
+  * number of records it dropped for a reason (payload null). The field names are
+  * [[HelperColumns.Dropped]] and [[HelperColumns.DroppedCount]], which [[Stateful.runCounted]] reads. */
+private[kstreams] final case class CompactOutput(payload: Array[Byte], __kstreams_dropped: String, __kstreams_count: Long)

@@ -4,10 +4,13 @@ package plan
 
 import scala.collection.mutable
 
-import org.apache.spark.sql.{Column, DataFrame, Encoders, KeyValueGroupedDataset, Row}
+import org.apache.spark.sql.{Column, Encoders, KeyValueGroupedDataset, Row}
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.kstreams.ObservedNames
 import org.apache.spark.sql.types._
+
+import kstreams.internal.plan.HelperColumns._
+import kstreams.internal.plan.HelperColumns.quote
 
 /** Input of the per-key processors (aggregations, tables, joins): one or more streams ("sides")
   * brought to one schema and grouped by their key, so that one `transformWithState` group holds
@@ -21,16 +24,10 @@ import org.apache.spark.sql.types._
   * operator, a dedup or a Spark aggregation can follow in the same query.
   */
 private[kstreams] object Keyed {
-  val Key = "__kstreams_key"
-  val Side = "__kstreams_side"
-  val Partition = "__kstreams_partition"
-  val Order = "__kstreams_order"
-  val Ts = "__kstreams_ts"
-  def value(side: Int): String = s"__kstreams_value$side"
   val WatermarkDelayKey = "spark.watermarkDelayMs"
 
   /** Input positions, shared by all processors of this file's family. */
-  final case class Layout(sides: Int, onNullTimestamp: NullTimestamps, timestampName: String) {
+  final case class Layout(sides: Int) {
     val keyIndex = 0
     val sideIndex = 1
     val partitionIndex = 2
@@ -52,7 +49,6 @@ private[kstreams] object Keyed {
 
   def prepare(sides: Seq[SideInput]): Input = {
     val first = sides.head.stream
-    sides.foreach(s => SparkSessionChecks.requireStateStore(s.stream.df))
     val keyFields = sides.map(s => s.stream.columns.keyField(s.stream.df))
     keyFields.zip(sides).tail.foreach { case (f, s) =>
       if (f.dataType != keyFields.head.dataType)
@@ -65,37 +61,27 @@ private[kstreams] object Keyed {
       s.value.getOrElse {
         val name = s.stream.columns.value
         if (!s.stream.df.columns.contains(name)) throw StreamColumns.missing(s.stream.df, name, "value")
-        col(ArrivalOrder.quote(name))
+        col(quote(name))
       }
     }
     val valueTypes = sides.zip(valueColumns).map { case (s, v) => KStream.resolveId(s.stream.df, v, "value") }
     val delays = sides.map(s => inputWatermarkDelayMs(s.stream))
     val streaming = first.df.isStreaming
     val selected = sides.zipWithIndex.map { case (side, index) =>
-      val df = side.stream.df
-      val resolved = side.stream.columns.resolve(df)
-      val tsName = resolved.timestamp.get.name
-      val watermarked =
-        if (df.isStreaming && !ArrivalOrder.hasWatermark(df)) df.withWatermark(tsName, "0 seconds") else df
-      val partition = resolved.partition
-        .map(f => col(ArrivalOrder.quote(f.name)).cast(IntegerType))
-        .getOrElse(lit(0))
-      val offset = resolved.offset.map(f => col(ArrivalOrder.quote(f.name)).cast(LongType))
-      val tsMicros = ArrivalOrder.timestampMicros(
-        tsName,
-        partition,
-        offset,
-        failOnNull = side.stream.columns.onNullTimestamp == NullTimestamps.Fail)
+      // a streaming side without a watermark gets one of delay 0, so that windows close and state
+      // is evicted; each side its own, since Spark 4.3 gives the second of two stateful operators
+      // fed by one `withWatermark` a watermark of 0 (README, "Kafka Streams and us")
+      val input = InputColumns(side.stream.df, side.stream.columns.resolve(side.stream.df), Some(0L))
       val values = sides.indices.map { i =>
         (if (i == index) valueColumns(i) else lit(null).cast(valueTypes(i))).as(value(i))
       }
-      watermarked.select(
+      input.df.select(
         Seq(
-          col(ArrivalOrder.quote(keyFields(index).name)).as(Key),
+          col(quote(keyFields(index).name)).as(Key),
           lit(index).as(Side),
-          coalesce(partition, lit(-1)).as(Partition),
-          offset.getOrElse(tsMicros).as(Order),
-          tsMicros.as(Ts)
+          input.group.as(Partition),
+          input.order.as(Order),
+          input.timestampMicros.as(TimestampMicros)
         ) ++ values: _*)
     }
     val unioned = ObservedNames.distinct(selected).reduce(_ union _)
@@ -105,7 +91,7 @@ private[kstreams] object Keyed {
     val defaultDelay = if (streaming) Some(0L) else None
     Input(
       grouped,
-      Layout(sides.size, first.columns.onNullTimestamp, first.columns.timestamp),
+      Layout(sides.size),
       keyFields.head,
       valueTypes,
       delays.flatten.reduceOption(_ max _).orElse(defaultDelay),
@@ -126,25 +112,12 @@ private[kstreams] object Keyed {
   def arrivalOrder(rows: Iterator[Row], layout: Layout): Seq[Row] = {
     val bySide = Array.fill(layout.sides)(mutable.ArrayBuffer.empty[Row])
     rows.foreach(r => bySide(r.getInt(layout.sideIndex)) += r)
-    val sorted = bySide.map(
+    val sorted = bySide.toSeq.map(
       _.sortBy(r =>
         (
           r.getInt(layout.partitionIndex),
-          if (r.isNullAt(layout.orderIndex)) Long.MinValue else r.getLong(layout.orderIndex))))
-    if (layout.sides == 1) sorted(0).toSeq
-    else {
-      val heads = Array.fill(layout.sides)(0)
-      val out = mutable.ArrayBuffer.empty[Row]
-      def ts(r: Row): Long = if (r.isNullAt(layout.tsIndex)) Long.MinValue else r.getLong(layout.tsIndex)
-      while (heads.indices.exists(i => heads(i) < sorted(i).size)) {
-        val next = heads.indices
-          .filter(i => heads(i) < sorted(i).size)
-          .minBy(i => (ts(sorted(i)(heads(i))), i))
-        out += sorted(next)(heads(next))
-        heads(next) += 1
-      }
-      out.toSeq
-    }
+          if (r.isNullAt(layout.orderIndex)) Long.MinValue else r.getLong(layout.orderIndex))).toSeq)
+    ArrivalOrder.merge(sorted, r => if (r.isNullAt(layout.tsIndex)) Long.MinValue else r.getLong(layout.tsIndex))
   }
 
   /** `micros` as the result's timestamp column `name`, with the watermark metadata of the input
@@ -156,21 +129,4 @@ private[kstreams] object Keyed {
     }
     timestamp_micros(micros).as(name, metadata)
   }
-
-  /** An output row of `width` columns that only says why a record was dropped (see
-    * [[ArrivalOrder.finish]]). */
-  def marker(width: Int, reason: String): Row = {
-    val values = new Array[Any](width)
-    values(width - 1) = reason
-    Row.fromSeq(values.toSeq)
-  }
-}
-
-/** Drop reasons (= observed metric names) of the per-key processors. */
-private[kstreams] object KeyedReasons {
-  val NullKey = "null_keys_dropped"
-  val NullValue = "null_values_dropped"
-  val NullTimestamp = "null_timestamps_skipped"
-  val Idempotent = "idempotent-updates-dropped"
-  val Aggregate = Seq(NullKey, NullValue, NullTimestamp, ArrivalOrder.Reasons.Late, Idempotent)
 }

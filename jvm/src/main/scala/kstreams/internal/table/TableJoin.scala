@@ -4,7 +4,7 @@ package table
 
 import scala.collection.mutable
 
-import org.apache.spark.sql.{Column, DataFrame, Encoders, Row}
+import org.apache.spark.sql.{Column, Encoders, Row}
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types._
@@ -22,39 +22,45 @@ private[kstreams] object TableJoin {
 
   def apply(left: KTable, right: KTable, joiner: (Column, Column) => Column, kind: JoinKind): KTable = {
     val input = Keyed.prepare(Seq(Keyed.SideInput(left.changeStream), Keyed.SideInput(right.changeStream)))
-    val outputSchema = StructType(
+    val outputSchema = Stateful.outputSchema(
       Seq(
-        input.keyField.copy(name = Keyed.Key, nullable = true),
-        StructField(Keyed.value(0), input.valueTypes(0)),
-        StructField(Keyed.value(1), input.valueTypes(1)),
+        input.keyField.copy(name = HelperColumns.Key, nullable = true),
+        StructField(HelperColumns.value(0), input.valueTypes(0)),
+        StructField(HelperColumns.value(1), input.valueTypes(1)),
         StructField(Tombstone, BooleanType),
-        StructField(Keyed.Ts, LongType),
-        StructField(ArrivalOrder.Dropped, StringType)
+        StructField(HelperColumns.TimestampMicros, LongType)
       ))
-    val processed = input.grouped.transformWithState(
-      new TableJoinProcessor(input.layout, kind, input.valueTypes),
-      TimeMode.None(),
-      OutputMode.Append())(Encoders.row(outputSchema))
     val cols = left.columns
-    val joined = joiner(col(Keyed.value(0)), col(Keyed.value(1)))
+    val joined = joiner(col(HelperColumns.value(0)), col(HelperColumns.value(1)))
     val name = kind match {
       case JoinKind.Inner => "kstreams_table_join"
       case JoinKind.Left => "kstreams_table_left_join"
       case JoinKind.Outer => "kstreams_table_outer_join"
     }
-    val result = ArrivalOrder
-      .finish(processed, name, Seq(KeyedReasons.NullKey, KeyedReasons.NullTimestamp))
+    val result = Stateful
+      .run(
+        input.grouped,
+        new TableJoinProcessor(input.layout, kind, input.valueTypes, new DropMarker(outputSchema)),
+        TimeMode.None(),
+        outputSchema,
+        name,
+        Seq(DropReasons.NullKey)
+      )
       .select(
-        col(Keyed.Key).as(cols.key),
+        col(HelperColumns.Key).as(cols.key),
         when(col(Tombstone), lit(null)).otherwise(joined).as(cols.value),
-        Keyed.timestampColumn(col(Keyed.Ts), cols.timestamp, input.watermarkDelayMs)
+        Keyed.timestampColumn(col(HelperColumns.TimestampMicros), cols.timestamp, input.watermarkDelayMs)
       )
     KTable(result, cols)
   }
 }
 
 /** One key's rows of both tables; emits the join result of each change. */
-private[kstreams] final class TableJoinProcessor(layout: Keyed.Layout, kind: JoinKind, valueTypes: Seq[DataType])
+private[kstreams] final class TableJoinProcessor(
+    layout: Keyed.Layout,
+    kind: JoinKind,
+    valueTypes: Seq[DataType],
+    drop: DropMarker)
     extends StatefulProcessor[Row, Row, Row] {
 
   /** value0, ts0, value1, ts1: a side without a row has null value and timestamp. */
@@ -80,8 +86,7 @@ private[kstreams] final class TableJoinProcessor(layout: Keyed.Layout, kind: Joi
     }
     val out = mutable.ArrayBuffer.empty[Row]
     ordered.foreach { r =>
-      if (keyValue == null) out += Keyed.marker(6, KeyedReasons.NullKey)
-      else if (r.isNullAt(layout.tsIndex)) out += Keyed.marker(6, KeyedReasons.NullTimestamp)
+      if (keyValue == null) out += drop(DropReasons.NullKey)
       else {
         val side = r.getInt(layout.sideIndex)
         val other = 1 - side

@@ -4,9 +4,9 @@ package table
 
 import scala.collection.mutable
 
-import org.apache.spark.sql.{Column, DataFrame, Encoders, Row}
+import org.apache.spark.sql.{Encoders, Row}
 import org.apache.spark.sql.functions._
-import org.apache.spark.sql.kstreams.{ChangeSequence, ValueSerializer}
+import org.apache.spark.sql.kstreams.ValueSerializer
 import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types._
 
@@ -22,33 +22,33 @@ private[kstreams] object TableSource {
   def apply(stream: KStream): KTable = {
     val input = Keyed.prepare(Seq(Keyed.SideInput(stream)))
     val valueType = input.valueTypes.head
-    val outputSchema = StructType(
+    val outputSchema = Stateful.outputSchema(
       Seq(
-        input.keyField.copy(name = Keyed.Key, nullable = true),
-        StructField(Keyed.value(0), valueType),
-        StructField(Keyed.Ts, LongType),
-        StructField(ArrivalOrder.Dropped, StringType)
+        input.keyField.copy(name = HelperColumns.Key, nullable = true),
+        StructField(HelperColumns.value(0), valueType),
+        StructField(HelperColumns.TimestampMicros, LongType)
       ))
-    val processed = input.grouped.transformWithState(
-      new TableSourceProcessor(input.layout, valueType),
-      TimeMode.None(),
-      OutputMode.Append())(Encoders.row(outputSchema))
     val cols = stream.columns
-    val result = ArrivalOrder
-      .finish(
-        processed,
+    val result = Stateful
+      .run(
+        input.grouped,
+        new TableSourceProcessor(input.layout, valueType, new DropMarker(outputSchema)),
+        TimeMode.None(),
+        outputSchema,
         "kstreams_to_table",
-        Seq(KeyedReasons.NullKey, KeyedReasons.NullTimestamp, KeyedReasons.Idempotent))
+        Seq(DropReasons.NullKey, DropReasons.Idempotent)
+      )
       .select(
-        col(Keyed.Key).as(cols.key),
-        col(Keyed.value(0)).as(cols.value),
-        Keyed.timestampColumn(col(Keyed.Ts), cols.timestamp, input.watermarkDelayMs))
+        col(HelperColumns.Key).as(cols.key),
+        col(HelperColumns.value(0)).as(cols.value),
+        Keyed.timestampColumn(col(HelperColumns.TimestampMicros), cols.timestamp, input.watermarkDelayMs)
+      )
     KTable(result, cols)
   }
 }
 
 /** Keeps one key's current (serialized value, timestamp) and forwards the changes. */
-private[kstreams] final class TableSourceProcessor(layout: Keyed.Layout, valueType: DataType)
+private[kstreams] final class TableSourceProcessor(layout: Keyed.Layout, valueType: DataType, drop: DropMarker)
     extends StatefulProcessor[Row, Row, Row] {
   @transient private var current: ValueState[Row] = _
   private val valueIndex = layout.valueIndex(0)
@@ -64,8 +64,7 @@ private[kstreams] final class TableSourceProcessor(layout: Keyed.Layout, valueTy
     val out = mutable.ArrayBuffer.empty[Row]
     var stored: Option[Row] = Option(current.get())
     Keyed.arrivalOrder(rows, layout).foreach { r =>
-      if (keyValue == null) out += Keyed.marker(4, KeyedReasons.NullKey)
-      else if (r.isNullAt(layout.tsIndex)) out += Keyed.marker(4, KeyedReasons.NullTimestamp)
+      if (keyValue == null) out += drop(DropReasons.NullKey)
       else {
         val ts = r.getLong(layout.tsIndex)
         val value = r.get(valueIndex)
@@ -76,7 +75,7 @@ private[kstreams] final class TableSourceProcessor(layout: Keyed.Layout, valueTy
           val bytes = serialize(value)
           val idempotent =
             stored.exists(s => ts >= s.getLong(1) && java.util.Arrays.equals(bytes, s.getAs[Array[Byte]](0)))
-          if (idempotent) out += Keyed.marker(4, KeyedReasons.Idempotent)
+          if (idempotent) out += drop(DropReasons.Idempotent)
           else {
             stored = Some(Row(bytes, ts))
             out += Row(keyValue, value, ts, null)

@@ -44,24 +44,25 @@ private[kstreams] object WindowedDistinct {
       watermarkDelayMicros: Long,
       metricName: String,
       processor: (ArrivalOrder.Layout, StructType, Boolean) => StatefulProcessor[Int, Row, Row]): DataFrame = {
-    SparkSessionChecks.requireStateStore(df)
     val key = columns.keyField(df)
     val resolved = columns.resolve(df)
     val prepared = ArrivalOrder.prepare(
       df,
       resolved,
-      Seq(Key -> struct(col(ArrivalOrder.quote(key.name)).as("key"))),
+      Seq(Key -> struct(col(HelperColumns.quote(key.name)).as("key"))),
       watermarkDelayMicros = Some(watermarkDelayMicros))
     val keySchema = prepared.inputSchema(Key).dataType.asInstanceOf[StructType]
-    val timeMode = if (df.isStreaming) TimeMode.EventTime() else TimeMode.None()
-    val processed = prepared.grouped.transformWithState(
-      processor(prepared.layout, keySchema, df.isStreaming),
-      timeMode,
-      OutputMode.Append())(Encoders.row(prepared.outputSchema(extraOutput: _*)))
     val window = when(col(Start).isNull, lit(null))
       .otherwise(struct(timestamp_micros(col(Start)).as("start"), timestamp_micros(col(End)).as("end")))
-    ArrivalOrder
-      .finish(processed, metricName, Seq(ArrivalOrder.Reasons.Duplicate, ArrivalOrder.Reasons.Late))
+    Stateful
+      .run(
+        prepared.grouped,
+        processor(prepared.layout, keySchema, df.isStreaming),
+        Stateful.eventTime(df.isStreaming),
+        prepared.outputSchema(extraOutput: _*),
+        metricName,
+        Seq(DropReasons.Duplicate, DropReasons.Late)
+      )
       .withColumn("window", window)
       .drop(Start, End)
   }
@@ -135,10 +136,10 @@ private[kstreams] final class TumblingDistinctProcessor(
   override protected def process(row: Row, key: Row, ts: Long, streamTime: Long): Row = {
     val start = Math.floorDiv(ts, windows.sizeMicros) * windows.sizeMicros
     val end = start + windows.sizeMicros
-    if (end <= streamTime - windows.graceMicros) output.drop(row, ArrivalOrder.Reasons.Late)
+    if (end <= streamTime - windows.graceMicros) output.drop(row, DropReasons.Late)
     else {
       val windowKey = Row(key.get(0), start)
-      if (openWindows.containsKey(windowKey)) output.drop(row, ArrivalOrder.Reasons.Duplicate)
+      if (openWindows.containsKey(windowKey)) output.drop(row, DropReasons.Duplicate)
       else {
         openWindows.updateValue(windowKey, end)
         output.forward(row, start, end)
@@ -155,7 +156,7 @@ private[kstreams] final class TumblingDistinctProcessor(
 }
 
 /** The sessions of one key, as parallel arrays of start and end (micros), sorted by start. */
-final case class KeySessions(starts: Seq[Long], ends: Seq[Long])
+private[kstreams] final case class KeySessions(starts: Seq[Long], ends: Seq[Long])
 
 /** Session distinct: keeps each key's sessions; a record opening a new session is forwarded. */
 private[kstreams] final class SessionDistinctProcessor(
@@ -183,12 +184,12 @@ private[kstreams] final class SessionDistinctProcessor(
     }
     val mergedStart = (ts +: joined.map(_._1)).min
     val mergedEnd = (ts +: joined.map(_._2)).max
-    if (mergedEnd < streamTime - windows.graceMicros) output.drop(row, ArrivalOrder.Reasons.Late)
+    if (mergedEnd < streamTime - windows.graceMicros) output.drop(row, DropReasons.Late)
     else {
       val updated = (apart :+ (mergedStart -> mergedEnd)).sortBy(_._1)
       sessions.updateValue(key, KeySessions(updated.map(_._1), updated.map(_._2)))
       if (joined.isEmpty) output.forward(row, ts, ts)
-      else output.drop(row, ArrivalOrder.Reasons.Duplicate)
+      else output.drop(row, DropReasons.Duplicate)
     }
   }
 

@@ -1,0 +1,143 @@
+package kstreams
+package internal
+package plan
+
+import org.apache.spark.sql.{Column, DataFrame, Row}
+import org.apache.spark.sql.catalyst.plans.logical.{CollectMetrics, EventTimeWatermark}
+import org.apache.spark.sql.classic
+import org.apache.spark.sql.functions._
+import org.apache.spark.sql.types._
+
+import kstreams.internal.plan.HelperColumns.quote
+
+/** An operator's input with the columns of spec section 1 derived from it; the one place that
+  * does so, for every operator (arrival-order and per-key alike).
+  *
+  * @param df              the input with the operator's default watermark when it had none, and
+  *                        without its null-timestamp records when the stream skips them
+  * @param partition       the input partition as an int (0 without a partition column; null stays
+  *                        null, see [[checkedPartition]])
+  * @param offset          the offset as a long, if the stream has an offset column
+  * @param timestampMicros the timestamp in microseconds; a null fails the query naming the column,
+  *                        partition and offset, unless the operator needs no timestamp
+  */
+private[kstreams] final case class InputColumns(
+    df: DataFrame,
+    partition: Column,
+    offset: Option[Column],
+    timestampMicros: Column,
+    private val partitionName: Option[String]) {
+
+  /** A record's place in its partition: the offset, or the timestamp without an offset column. */
+  def order: Column = offset.getOrElse(timestampMicros)
+
+  /** The `transformWithState` group of an arrival-order operator: one per input partition, as a
+    * Kafka Streams task; a null partition gets -1 so that it reaches [[checkedPartition]]. */
+  def group: Column = coalesce(partition, lit(-1))
+
+  /** [[partition]], failing the query on a null with the column and offset. */
+  def checkedPartition: Column =
+    when(
+      partition.isNull,
+      raise_error(concat(lit(s"null partition in column '${partitionName.getOrElse("")}' at "), where)))
+      .otherwise(partition)
+
+  /** `partition 3, offset 42` as a column, for errors raised inside Catalyst. */
+  def where: Column = InputColumns.where(partition, offset)
+}
+
+private[kstreams] object InputColumns {
+
+  /** Derives the columns of `resolved` on `df`, first checking that its session runs the RocksDB
+    * state store every `transformWithState` needs ([[SparkSessionChecks.requireStateStore]]).
+    *
+    * @param watermarkDelayMicros the watermark an event-time operator adds to a streaming input
+    *                             that has none (spec section 1, "Watermark"); None adds nothing
+    */
+  def apply(df: DataFrame, resolved: ResolvedColumns, watermarkDelayMicros: Option[Long]): InputColumns = {
+    SparkSessionChecks.requireStateStore(df)
+    val tsName = resolved.timestamp.map(_.name)
+    val partition = resolved.partition match {
+      case Some(f) => col(quote(f.name)).cast(IntegerType)
+      case None => lit(0)
+    }
+    val offset = resolved.offset.map(f => col(quote(f.name)).cast(LongType))
+    val failOnNull = resolved.timestampRequired && resolved.names.onNullTimestamp == NullTimestamps.Fail
+    val tsMicros = tsName match {
+      case Some(name) if failOnNull =>
+        when(
+          col(quote(name)).isNull,
+          raise_error(
+            concat(
+              lit(s"null timestamp in column '$name' at "),
+              where(partition, offset),
+              lit("; fix the producer, or pass on_null_timestamp='skip' (Scala: NullTimestamps.Skip) " +
+                "to skip and count such records")
+            ))
+        ).otherwise(unix_micros(col(quote(name))))
+      case Some(name) => unix_micros(col(quote(name)))
+      case None => lit(null).cast(LongType)
+    }
+    InputColumns(
+      prepared(df, resolved, watermarkDelayMicros),
+      partition,
+      offset,
+      tsMicros,
+      resolved.partition.map(_.name))
+  }
+
+  /** `df` with the default watermark if it has none, and, when the stream skips null timestamps,
+    * without those records: they never reach a processor, and their count is the observed metric
+    * `kstreams_null_timestamps` (so `skip` means the same for every operator). */
+  private def prepared(df: DataFrame, resolved: ResolvedColumns, watermarkDelayMicros: Option[Long]): DataFrame = {
+    val tsName = resolved.timestamp.map(_.name)
+    val watermarked = (watermarkDelayMicros, tsName) match {
+      case (Some(delay), Some(ts)) if df.isStreaming && !hasWatermark(df) =>
+        df.withWatermark(ts, s"$delay microseconds")
+      case _ => df
+    }
+    (resolved.names.onNullTimestamp, tsName) match {
+      case (_, None) | (NullTimestamps.Fail, _) => watermarked
+      case (NullTimestamps.Skip, Some(ts)) =>
+        watermarked
+          .observe(
+            observationName(watermarked, "kstreams_null_timestamps"),
+            count_if(col(quote(ts)).isNull).as(DropReasons.NullTimestamp))
+          .where(col(quote(ts)).isNotNull)
+    }
+  }
+
+  private def where(partition: Column, offset: Option[Column]): Column =
+    concat(
+      lit("partition "),
+      coalesce(partition.cast(StringType), lit("null")),
+      lit(", offset "),
+      offset
+        .map(o => coalesce(o.cast(StringType), lit("null")))
+        .getOrElse(lit("n/a (no offset column)"))
+    )
+
+  /** The user's schema as arrival-order operators return it: the timestamp column without its
+    * watermark metadata, which they strip to keep late records (see [[ArrivalOrder]]). */
+  def userSchema(df: DataFrame, resolved: ResolvedColumns): StructType =
+    StructType(df.schema.fields.map(f =>
+      if (resolved.timestamp.exists(_.name == f.name)) f.copy(metadata = Metadata.empty) else f))
+
+  def hasWatermark(df: DataFrame): Boolean =
+    df.asInstanceOf[classic.Dataset[Row]]
+      .queryExecution
+      .logical
+      .exists(_.isInstanceOf[EventTimeWatermark])
+
+  /** `base`, or `base_2`, `base_3`... if the plan already observes under that name: names stay the
+    * same when the same code restarts a query, and never clash inside one query. */
+  def observationName(df: DataFrame, base: String): String = {
+    val taken = df
+      .asInstanceOf[classic.Dataset[Row]]
+      .queryExecution
+      .logical
+      .collect { case m: CollectMetrics => m.name }
+      .toSet
+    (Iterator.single(base) ++ Iterator.from(2).map(i => s"${base}_$i")).find(!taken(_)).get
+  }
+}

@@ -1,0 +1,90 @@
+package kstreams
+package internal
+package plan
+
+import org.apache.spark.sql.{DataFrame, Encoder, Encoders, KeyValueGroupedDataset, Row}
+import org.apache.spark.sql.functions._
+import org.apache.spark.sql.streaming.{OutputMode, StatefulProcessor, TimeMode}
+import org.apache.spark.sql.types.{StringType, StructField, StructType}
+
+import kstreams.internal.plan.HelperColumns.{Dropped, DroppedCount}
+
+/** The one place a kstreams operator meets `transformWithState`: its time mode, output mode and
+  * encoder, and the counting of what the processor forwarded and dropped. (The RocksDB check comes
+  * earlier, with the input: [[InputColumns]].) */
+private[kstreams] object Stateful {
+
+  /** Event-time timers on a streaming input. A batch input has no watermark; its processors close
+    * what is open at the end of their input instead. */
+  def eventTime(streaming: Boolean): TimeMode = if (streaming) TimeMode.EventTime() else TimeMode.None()
+
+  /** Runs `processor` over `grouped`; its output rows have `outputSchema`, whose last column is
+    * [[HelperColumns.Dropped]] (see [[DropMarker]]). Returns the forwarded rows without that column,
+    * counted (forwarded, and each of `reasons`) in the observed metric `metricName`. */
+  def run[K](
+      grouped: KeyValueGroupedDataset[K, Row],
+      processor: StatefulProcessor[K, Row, Row],
+      timeMode: TimeMode,
+      outputSchema: StructType,
+      metricName: String,
+      reasons: Seq[String]): DataFrame = {
+    require(outputSchema.last.name == Dropped, s"the last output column must be $Dropped")
+    finish(transform(grouped, processor, timeMode)(Encoders.row(outputSchema)), metricName, reasons)
+  }
+
+  /** Runs a processor that counts its drops itself ([[CompactOutput]]): like [[run]], the result
+    * holds the forwarded payloads only. */
+  def runCounted[K, V](
+      grouped: KeyValueGroupedDataset[K, V],
+      processor: StatefulProcessor[K, V, CompactOutput],
+      timeMode: TimeMode,
+      metricName: String,
+      reasons: Seq[String]): DataFrame = {
+    val processed = transform(grouped, processor, timeMode)(Encoders.product[CompactOutput]).toDF()
+    val dropped = col(Dropped)
+    val counts = count_if(dropped.isNull).as("forwarded") +: reasons.map(r =>
+      coalesce(sum(when(dropped === lit(r), col(DroppedCount))), lit(0L)).as(r))
+    processed
+      .observe(InputColumns.observationName(processed, metricName), counts.head, counts.tail: _*)
+      .where(dropped.isNull)
+      .drop(Dropped, DroppedCount)
+  }
+
+  /** `transformWithState` without the counting, for a processor whose output has no drop column
+    * (the processor API's runner, whose drops are the user's choice). */
+  def transform[K, V, O: Encoder](
+      grouped: KeyValueGroupedDataset[K, V],
+      processor: StatefulProcessor[K, V, O],
+      timeMode: TimeMode): org.apache.spark.sql.Dataset[O] =
+    grouped.transformWithState(processor, timeMode, OutputMode.Append())
+
+  /** Counts forwarded and dropped rows (by reason) as the observed metric `name` of the query
+    * progress, then keeps the forwarded rows without [[HelperColumns.Dropped]]. A processor emits
+    * one [[DropMarker]] row per dropped record, so the counts are exact in every micro-batch and
+    * visible in `lastProgress.observedMetrics`. */
+  private def finish(processed: DataFrame, name: String, reasons: Seq[String]): DataFrame = {
+    val dropped = col(Dropped)
+    val counts = count_if(dropped.isNull).as("forwarded") +:
+      reasons.map(r => count_if(dropped === lit(r)).as(r))
+    processed
+      .observe(InputColumns.observationName(processed, name), counts.head, counts.tail: _*)
+      .where(dropped.isNull)
+      .drop(Dropped)
+  }
+
+  /** `fields` followed by the drop column: the output schema of a processor run by [[run]]. */
+  def outputSchema(fields: Seq[StructField]): StructType = StructType(fields :+ StructField(Dropped, StringType))
+}
+
+/** The output row a processor emits for a record it drops: nulls but the reason, as wide as the
+  * output schema it is built from, so no processor counts columns. */
+private[kstreams] final class DropMarker(outputSchema: StructType) extends Serializable {
+  private val width = outputSchema.size
+  require(outputSchema.last.name == Dropped, s"the last output column must be $Dropped")
+
+  def apply(reason: String): Row = {
+    val values = new Array[Any](width)
+    values(width - 1) = reason
+    Row.fromSeq(values.toSeq)
+  }
+}
