@@ -53,6 +53,8 @@ test-scala: $(JAR)
 
 test-python: install $(KAFKA_BROKER)
 	$(PY) -m pytest -q tests
+	# every example in the package's docstrings runs (namespace: python/conftest.py)
+	$(PY) -m pytest -q --doctest-modules python/kstreams_spark
 
 test: lint test-scala test-python
 

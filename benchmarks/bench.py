@@ -668,9 +668,10 @@ def unload_state(spark):
       later; the next query loads its own and restarts the maintenance task;
     * kstreams' in-memory dedup maps: they stay in the JVM after their query stopped, within
       `spark.kstreams.dedup.memory`, until later kstreams queries need the room."""
-    jvm = spark._jvm
-    jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
-    jvm.kstreams.PythonAPI.clearDedupMemory()
+    from kstreams_spark._jvm import door
+
+    spark._jvm.org.apache.spark.sql.execution.streaming.state.StateStore.stop()
+    door(spark).clearDedupMemory()
 
 
 def measure(spark, name, candidate, source, workdir, skip=0):
@@ -1203,9 +1204,9 @@ def main(argv=None):
     if args.regime != "default":
         return {"long": regime_long, "catchup": regime_catchup, "global": regime_global}[args.regime](args)
     spark = make_session(args.conf)
-    from kstreams_spark import KStream  # noqa: F401  (jar is on the classpath)
+    from kstreams_spark._jvm import door
 
-    interval_ms = spark._jvm.kstreams.PythonAPI.intervalMicros(args.interval) // 1000
+    interval_ms = door(spark).intervalMicros(args.interval) // 1000
     workdir = tempfile.mkdtemp(prefix="kstreams-bench-")
     try:
         source = os.path.join(workdir, "input")

@@ -2,28 +2,20 @@ import os
 import sys
 
 import pytest
-from pyspark.sql import SparkSession
 
 sys.path.insert(0, os.path.dirname(__file__))
 # Python processors run in Python workers: use this interpreter (it has pandas and pyarrow).
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from kstreams_spark import configure_spark  # noqa: E402
+from local_spark import local_spark  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def spark():
     """One real local Spark session with the RocksDB state store, shared by the tests."""
-    session = (
-        configure_spark(SparkSession.builder.master("local[2]"))
-        .appName("kstreams-spark-tests")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.streaming.stateStore.rocksdb.compactOnCommit", "false")
-        .getOrCreate()
+    session = local_spark(
+        "kstreams-spark-tests", **{"spark.sql.streaming.stateStore.rocksdb.compactOnCommit": "false"}
     )
-    session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
 

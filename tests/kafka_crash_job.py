@@ -12,23 +12,13 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from kafka_streams import OPERATORS, kafka_source, start_kafka_sink, start_parquet_sink  # noqa: E402
-from kstreams_spark import configure_spark  # noqa: E402
-from pyspark.sql import SparkSession  # noqa: E402
+from local_spark import local_spark  # noqa: E402
 
 
 def main(
     bootstrap: str, topic: str, output_topic: str, parquet: str, checkpoints: str, max_offsets: str
 ) -> None:
-    spark = (
-        configure_spark(SparkSession.builder.master("local[2]"))
-        .appName("kstreams-spark crash job")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_spark("kstreams-spark crash job", **{"spark.ui.showConsoleProgress": "false"})
     op = OPERATORS["dedup_by_key"]
     queries = [
         start_kafka_sink(

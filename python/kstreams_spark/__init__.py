@@ -2,7 +2,8 @@
 
 >>> from kstreams_spark import KStream, configure_spark
 >>> spark = configure_spark(SparkSession.builder.master("local[2]")).getOrCreate()
->>> KStream(df).deduplicate_by_key("10 seconds").df
+>>> KStream(df).deduplicate_by_key("10 seconds").df.count()
+4
 """
 
 from kstreams_spark._jvm import jar_path

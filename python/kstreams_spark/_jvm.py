@@ -1,13 +1,20 @@
-"""The narrow bridge to the JVM: the one entry object and the translation of its errors."""
+"""The narrow bridge to the JVM: the only module that speaks py4j.
+
+Python's ``KStream``, ``KTable`` and the config objects call the Scala API itself (the public
+``kstreams`` types, plus ``kstreams.PythonAPI`` for what py4j cannot express) through
+:class:`JavaObject` handles, whose every call translates the JVM's errors in one place
+(:func:`jvm_errors`), and convert values with the functions below.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import glob
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 
 from kstreams_spark.errors import KStreamsError
 
@@ -29,18 +36,90 @@ def jar_path() -> str:
     return jars[-1]
 
 
-def python_api(spark: SparkSession):
-    """The JVM object ``kstreams.PythonAPI`` of ``spark``'s JVM, with a clear error if absent."""
+class JavaObject:
+    """A JVM object: calling a method runs it under :func:`jvm_errors` and returns a JVM object
+    as another ``JavaObject``, a Java array or list as a list, a Java map as a dict, and plain
+    values as they are; ``JavaObject`` arguments are unwrapped."""
+
+    __slots__ = ("_obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self._obj = obj
+
+    def __getattr__(self, name: str):
+        method = getattr(self._obj, name)
+
+        def call(*args: Any) -> Any:
+            with jvm_errors():
+                result = method(*(a._obj if isinstance(a, JavaObject) else a for a in args))
+            return _wrapped(result)
+
+        return call
+
+
+def _wrapped(value: Any) -> Any:
+    from py4j.java_collections import JavaArray, JavaList, JavaMap
+    from py4j.java_gateway import JavaObject as Py4jObject
+
+    if isinstance(value, (JavaArray, JavaList)):
+        return [_wrapped(v) for v in value]
+    if isinstance(value, JavaMap):
+        return {k: _wrapped(v) for k, v in value.items()}
+    return JavaObject(value) if isinstance(value, Py4jObject) else value
+
+
+def door(spark: SparkSession) -> JavaObject:
+    """``kstreams.PythonAPI`` in ``spark``'s JVM, with a clear error if the jar is absent."""
+    return JavaObject(_jvm_package(spark).PythonAPI)
+
+
+def kstreams_class(spark: SparkSession, name: str) -> JavaObject:
+    """The public Scala type ``kstreams.<name>`` (its companion's factories), e.g. ``TimeWindows``."""
+    return JavaObject(getattr(_jvm_package(spark), name))
+
+
+def _jvm_package(spark: SparkSession):
     jvm = spark.sparkContext._jvm
-    api = jvm.kstreams.PythonAPI
+    package = jvm.kstreams
     # py4j returns a JavaPackage (not a JavaClass) when the class is not on the classpath.
-    if type(api).__name__ == "JavaPackage":
+    if type(package.PythonAPI).__name__ == "JavaPackage":
         raise KStreamsError(
             "the kstreams-spark jar is not on this session's classpath; create the session with "
             "kstreams_spark.configure_spark(SparkSession.builder).getOrCreate() "
             f"(or pass --jars {jar_path()} to spark-submit)"
         )
-    return api
+    return package
+
+
+# ---- conversions between Python and JVM values, in one place
+
+
+def java_dataframe(df: DataFrame) -> Any:
+    """The JVM Dataset behind a classic pyspark DataFrame."""
+    return df._jdf
+
+
+def python_dataframe(jdf: JavaObject, spark: SparkSession) -> DataFrame:
+    """A pyspark DataFrame over the JVM Dataset ``jdf``."""
+    return DataFrame(jdf._obj, spark)
+
+
+def java_column(column: Column | str, what: str) -> Any:
+    """A Column or a column name as a JVM Column; ``what`` names the argument in the error."""
+    from pyspark.sql.classic.column import _to_java_column
+
+    if isinstance(column, (str, Column)):
+        return _to_java_column(column)
+    raise KStreamsError(f"{what} must be a column name or a Column, got {type(column).__name__} {column!r}")
+
+
+def java_columns(spark: SparkSession, columns: Sequence[Any]) -> Any:
+    """JVM Columns as a Java array."""
+    gateway = spark.sparkContext._gateway
+    array = gateway.new_array(gateway.jvm.org.apache.spark.sql.Column, len(columns))
+    for i, c in enumerate(columns):
+        array[i] = c
+    return array
 
 
 @contextlib.contextmanager

@@ -1,7 +1,7 @@
 """``KStream``: Kafka-Streams-like operators over a Spark DataFrame.
 
-Every method delegates to the Scala core through ``kstreams.PythonAPI``; nothing here decides which
-record is forwarded.
+Every method calls the same method of the Scala ``kstreams.KStream`` (through the handles of
+``kstreams_spark._jvm``); nothing here decides which record is forwarded.
 """
 
 from __future__ import annotations
@@ -16,7 +16,14 @@ from pyspark.sql.functions import udf
 from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import BooleanType
 
-from kstreams_spark._jvm import jvm_errors, python_api
+from kstreams_spark._jvm import (
+    JavaObject,
+    door,
+    java_column,
+    java_dataframe,
+    kstreams_class,
+    python_dataframe,
+)
 from kstreams_spark.errors import KStreamsError
 
 if TYPE_CHECKING:
@@ -36,8 +43,9 @@ class KStream:
     an ``offset`` column, order inside a micro-batch is timestamp order. Pass ``partition=None`` or
     ``offset=None`` to ignore such a column.
 
-    >>> ks = KStream(df, key="user", timestamp="event_time")
-    >>> deduped = ks.deduplicate_by_key(timedelta(seconds=10)).df
+    >>> users = df.withColumnRenamed("key", "user").withColumnRenamed("timestamp", "event_time")
+    >>> KStream(users, key="user", timestamp="event_time").deduplicate_by_key("10 seconds").df.count()
+    4
     """
 
     def __init__(
@@ -61,11 +69,10 @@ class KStream:
             offset=offset,
             on_null_timestamp=on_null_timestamp,
         )
-        self._api = python_api(df.sparkSession)
-        with jvm_errors():
-            self._jks = self._api.kstream(
-                df._jdf, key, value, timestamp, partition, offset, on_null_timestamp
-            )
+        self._spark = df.sparkSession
+        self._j = door(self._spark).kstream(
+            java_dataframe(df), key, value, timestamp, partition, offset, on_null_timestamp
+        )
 
     @property
     def df(self) -> DataFrame:
@@ -76,41 +83,54 @@ class KStream:
         """Drop a record when one with the same key, on the same input partition, with a timestamp
         at most ``interval`` away was forwarded before (KIP-655 ``deduplicateByKey``).
 
-        >>> KStream(df).deduplicate_by_key(timedelta(seconds=10)).df
+        avocado (5 s) is dropped as a repeat of apple (0 s); blueberry (3 s) is not, because it
+        arrives after apricot (20 s), when banana (1 s) is more than 10 s behind the partition's
+        stream time and no longer counts (spec section 2):
+
+        >>> KStream(df).deduplicate_by_key(timedelta(seconds=10)).df.select("key", "value").show()
+        +---+---------+
+        |key|    value|
+        +---+---------+
+        |  a|    apple|
+        |  b|   banana|
+        |  a|  apricot|
+        |  b|blueberry|
+        +---+---------+
+        <BLANKLINE>
         """
-        return self._wrap(lambda: self._api.deduplicateByKey(self._jks, _interval(interval)))
+        return self._next(self._j.deduplicateByKey(_interval(interval)))
 
     def deduplicate_by_key_value(self, id: ColumnOrName, interval: Interval) -> KStream:
         """Like :meth:`deduplicate_by_key`, with the dedup key (key, ``id``).
 
-        >>> KStream(df).deduplicate_by_key_value("event_id", "1 minute").df
+        >>> [r.value for r in KStream(df).deduplicate_by_key_value("event_id", "1 minute").df.collect()]
+        ['apple', 'banana', 'apricot', 'blueberry']
         """
-        jid = _java_column(id)
-        return self._wrap(lambda: self._api.deduplicateByKeyValue(self._jks, jid, _interval(interval)))
+        return self._next(self._j.deduplicateByKeyValue(java_column(id, "id"), _interval(interval)))
 
     def deduplicate(self, id: ColumnOrName, interval: Interval) -> KStream:
         """Drop a record when one with the same ``id`` on *any* partition, with a timestamp at most
         ``interval`` away, was forwarded before (one global store).
 
-        >>> KStream(df).deduplicate(F.get_json_object("value", "$.id"), "1 minute").df
+        >>> sorted(r.value for r in KStream(df).deduplicate(F.col("event_id"), "1 minute").df.collect())
+        ['apple', 'apricot', 'banana', 'blueberry']
         """
-        jid = _java_column(id)
-        return self._wrap(lambda: self._api.deduplicate(self._jks, jid, _interval(interval)))
+        return self._next(self._j.deduplicate(java_column(id, "id"), _interval(interval)))
 
     def deduplicate_by_sequence(self, sequence: ColumnOrName) -> KStream:
         """Forward a record only if its sequence number (an integer column or expression) is
         greater than the highest forwarded on its input partition; null passes (spec section 4).
 
-        >>> KStream(df).deduplicate_by_sequence("seq").df
+        >>> [(r.value, r.seq) for r in KStream(df).deduplicate_by_sequence("seq").df.collect()]
+        [('apple', 1), ('banana', 2), ('apricot', 3)]
         """
-        jseq = _java_column(sequence, "sequence")
-        return self._wrap(lambda: self._api.deduplicateBySequence(self._jks, jseq))
+        return self._next(self._j.deduplicateBySequence(java_column(sequence, "sequence")))
 
     def group_by_key(self) -> KGroupedStream:
         """Group records by key, for aggregations and windowed operators.
 
-        >>> ks.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace("10 s")).distinct()
-        >>> ks.group_by_key().count().df   # key, value (the count), timestamp
+        >>> ks.group_by_key().count().df.columns
+        ['key', 'value', 'timestamp']
         """
         return KGroupedStream(self)
 
@@ -118,7 +138,9 @@ class KStream:
         """Group records by a new key, ``key_selector(key, value)`` (``select_key`` then
         ``group_by_key``).
 
-        >>> ks.group_by(lambda k, v: F.get_json_object(v, "$.user")).count()
+        >>> by_initial = ks.group_by(lambda k, v: F.substring(v, 1, 1)).count().df
+        >>> sorted((r.key, r.value) for r in by_initial.collect())
+        [('a', 1), ('a', 2), ('a', 3), ('b', 1), ('b', 2)]
         """
         return self.select_key(key_selector).group_by_key()
 
@@ -129,71 +151,79 @@ class KStream:
     def filter(self, predicate: Column | KeyValueFunction) -> KStream:
         """Keep the records for which ``predicate`` is true (null counts as false).
 
-        >>> ks.filter(lambda k, v: v.startswith("a"))
+        >>> [r.value for r in ks.filter(lambda k, v: v.startswith("ap")).df.collect()]
+        ['apple', 'apricot']
         """
-        jpredicate = self._column(predicate, "predicate", 2)
-        return self._wrap_jvm(lambda: self._api.filter(self._jks, jpredicate))
+        return self._next(self._j.filter(self._column(predicate, "predicate", 2)))
 
     def filter_not(self, predicate: Column | KeyValueFunction) -> KStream:
         """Keep the records for which ``predicate`` is false or null.
 
-        >>> ks.filter_not(F.col("value").isNull())
+        >>> [r.value for r in ks.filter_not(F.col("key") == "a").df.collect()]
+        ['banana', 'blueberry']
         """
-        jpredicate = self._column(predicate, "predicate", 2)
-        return self._wrap_jvm(lambda: self._api.filterNot(self._jks, jpredicate))
+        return self._next(self._j.filterNot(self._column(predicate, "predicate", 2)))
 
     def map_values(self, mapper: Column | ValueFunction) -> KStream:
         """Replace the value with ``mapper(value)``.
 
-        >>> ks.map_values(lambda v: F.upper(v))
+        >>> [r.value for r in ks.map_values(lambda v: F.upper(v)).df.collect()]
+        ['APPLE', 'BANANA', 'AVOCADO', 'APRICOT', 'BLUEBERRY']
         """
         jvalue = self._column(mapper, "mapper", 1)
-        return self._wrap_jvm(lambda: self._api.mapValues(self._jks, jvalue))
+        return self._next(self._j.mapValues(door(self._spark).function1(jvalue)))
 
     def select_key(self, key_selector: Column | KeyValueFunction) -> KStream:
         """Replace the key with ``key_selector(key, value)``.
 
-        >>> ks.select_key(lambda k, v: F.get_json_object(v, "$.user"))
+        >>> [r.key for r in ks.select_key(lambda k, v: F.substring(v, 1, 2)).df.collect()]
+        ['ap', 'ba', 'av', 'ap', 'bl']
         """
         jkey = self._column(key_selector, "key_selector", 2)
-        return self._wrap_jvm(lambda: self._api.selectKey(self._jks, jkey))
+        return self._next(self._j.selectKey(door(self._spark).function2(jkey)))
 
     def map(self, mapper: Callable[[Column, Column], tuple[Column, Column]]) -> KStream:
         """Replace key and value with the pair ``mapper(key, value)``.
 
-        >>> ks.map(lambda k, v: (v, k))
+        >>> [(r.key, r.value) for r in ks.map(lambda k, v: (v, k)).df.collect()][:2]
+        [('apple', 'a'), ('banana', 'b')]
         """
         if not callable(mapper):
             raise KStreamsError(f"map's mapper must be a callable, got {type(mapper).__name__}")
         pair = mapper(*self._inputs(2))
         if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(c, Column) for c in pair)):
             raise KStreamsError(f"map's mapper must return a (key, value) pair of Columns, got {pair!r}")
-        jkey, jvalue = (_java_column(c, "mapper result") for c in pair)
-        return self._wrap_jvm(lambda: self._api.map(self._jks, jkey, jvalue))
+        jkey, jvalue = (java_column(c, "mapper result") for c in pair)
+        return self._next(self._j.map(door(self._spark).pair(jkey, jvalue)))
 
     def flat_map(self, mapper: Column | KeyValueFunction) -> KStream:
         """Replace each record by the records of ``mapper(key, value)``: an array of structs with
         fields ``key`` and ``value``; each keeps the input's other columns and timestamp.
 
-        >>> ks.flat_map(lambda k, v: F.array(F.struct(k.alias("key"), v.alias("value"))))
+        >>> pairs = lambda k, v: F.array(
+        ...     F.struct(k.alias("key"), v.alias("value")), F.struct(v.alias("key"), k.alias("value")))
+        >>> [(r.key, r.value) for r in ks.flat_map(pairs).df.collect()][:2]
+        [('a', 'apple'), ('apple', 'a')]
         """
         jpairs = self._column(mapper, "mapper", 2)
-        return self._wrap_jvm(lambda: self._api.flatMap(self._jks, jpairs))
+        return self._next(self._j.flatMap(door(self._spark).function2(jpairs)))
 
     def flat_map_values(self, mapper: Column | ValueFunction) -> KStream:
         """Replace each record by one record per element of the array ``mapper(value)``.
 
-        >>> ks.flat_map_values(lambda v: F.split(v, " "))
+        >>> [r.value for r in ks.flat_map_values(lambda v: F.split(v, "p")).df.collect()][:3]
+        ['a', '', 'le']
         """
         jvalues = self._column(mapper, "mapper", 1)
-        return self._wrap_jvm(lambda: self._api.flatMapValues(self._jks, jvalues))
+        return self._next(self._j.flatMapValues(door(self._spark).function1(jvalues)))
 
     def peek(self, action: Callable[[Row], None]) -> KStream:
         """Call ``action(row)`` on each record as it passes, for side effects such as logging; the
         records are unchanged. Unlike the other operators this runs Python per record (a Python
         UDF), so keep it for debugging.
 
-        >>> ks.peek(lambda row: print(row.key, row.value))
+        >>> ks.peek(lambda row: print(row.key, row.value)).df.count()  # prints on the executors
+        5
         """
         if not callable(action):
             raise KStreamsError(f"peek's action must be callable, got {type(action).__name__}")
@@ -204,26 +234,27 @@ class KStream:
 
         peeked = udf(call, BooleanType()).asNondeterministic()
         names = [F.col(_quote(c)) for c in self._df.columns]
-        jcall = _java_column(peeked(F.struct(*names)), "peek")
-        return self._wrap_jvm(lambda: self._api.filter(self._jks, jcall))
+        return self._next(self._j.filter(java_column(peeked(F.struct(*names)), "peek")))
 
     def split(self) -> BranchedKStream:
         """Split the stream by predicates: a record goes to the first branch whose predicate is
         true, else to the default branch.
 
-        >>> branches = ks.split().branch(F.col("v") > 0, "pos").default_branch("rest")
-        >>> branches["pos"].df
+        >>> branches = ks.split().branch(F.col("value").startswith("ap"), "ap").default_branch("rest")
+        >>> {name: branch.df.count() for name, branch in branches.items()}
+        {'ap': 2, 'rest': 3}
         """
         return BranchedKStream(self, [])
 
     def merge(self, other: KStream) -> KStream:
         """Both streams' records (the DataFrames must have the same columns).
 
-        >>> KStream(a).merge(KStream(b))
+        >>> KStream(df.where("key = 'a'")).merge(KStream(df.where("key = 'b'"))).df.count()
+        5
         """
         if not isinstance(other, KStream):
             raise KStreamsError(f"merge takes a KStream, got {type(other).__name__}")
-        return self._wrap_jvm(lambda: self._api.merge(self._jks, other._jks))
+        return self._next(self._j.merge(other._j))
 
     def to(self, topic: str, **options: str) -> DataStreamWriter | DataFrameWriter:
         """A writer of the records to the Kafka topic ``topic``: ``key`` and ``value`` as strings
@@ -231,10 +262,11 @@ class KStream:
         timestamp in epoch milliseconds (Spark's Kafka sink cannot set the record timestamp).
         ``options`` go to the writer (e.g. ``kafka.bootstrap.servers``); call ``start()``.
 
-        >>> ks.to("out", **{"kafka.bootstrap.servers": "host:9092"}).option("checkpointLocation", d).start()
+        Example (needs a Kafka broker)::
+
+            ks.to("out", **{"kafka.bootstrap.servers": "host:9092"}).option("checkpointLocation", d).start()
         """
-        with jvm_errors():
-            records = DataFrame(self._api.kafkaRecords(self._jks, topic), self._df.sparkSession)
+        records = python_dataframe(self._j.toKafkaRecords(topic), self._spark)
         writer = records.writeStream if records.isStreaming else records.write
         return writer.format("kafka").options(**options)
 
@@ -242,44 +274,52 @@ class KStream:
         """The stream read as a table: the latest value per key, a null value deletes; updates
         that change nothing are dropped and counted as ``idempotent-updates-dropped`` (KIP-557).
 
-        >>> ks.to_table().df   # the table's update stream: key, value, timestamp
+        >>> ks.to_table().df.orderBy("timestamp").select("key", "value").show()
+        +---+---------+
+        |key|    value|
+        +---+---------+
+        |  a|    apple|
+        |  b|   banana|
+        |  b|blueberry|
+        |  a|  avocado|
+        |  a|  apricot|
+        +---+---------+
+        <BLANKLINE>
         """
         from kstreams_spark.ktable import KTable
 
-        with jvm_errors():
-            return KTable(self._api.toTable(self._jks), self._df.sparkSession)
+        return KTable._from_java(self._j.toTable(), self._spark)
 
     def join(self, other: KStream, joiner: Column | KeyValueFunction, windows: JoinWindows) -> KStream:
         """Windowed inner join: records with equal keys and ``|t1 - t2| <= time difference`` give
         ``joiner(this_value, other_value)`` at ``max(t1, t2)``; the result has ``key``, ``value``,
         ``timestamp``.
 
-        >>> left.join(right, lambda l, r: F.concat(l, F.lit("+"), r),
-        ...           JoinWindows.of_time_difference_with_no_grace("100 milliseconds"))
+        >>> ids = KStream(df.withColumn("value", F.col("event_id")))
+        >>> joined = ks.join(ids, lambda fruit, id: F.concat(fruit, F.lit("+"), id),
+        ...                  JoinWindows.of_time_difference_with_no_grace("1 second"))
+        >>> sorted(r.value for r in joined.df.collect())
+        ['apple+e1', 'apricot+e3', 'avocado+e1', 'banana+e2', 'blueberry+e4']
         """
-        return self._stream_join(other, joiner, windows, "inner")
+        return self._stream_join(other, joiner, windows, "join")
 
     def left_join(self, other: KStream, joiner: Column | KeyValueFunction, windows: JoinWindows) -> KStream:
         """:meth:`join`, plus each record of this stream that never matched, with a null other
         value, once its window has closed (at its own timestamp)."""
-        return self._stream_join(other, joiner, windows, "left")
+        return self._stream_join(other, joiner, windows, "leftJoin")
 
     def outer_join(self, other: KStream, joiner: Column | KeyValueFunction, windows: JoinWindows) -> KStream:
         """:meth:`join`, plus the unmatched records of both streams once their windows closed."""
-        return self._stream_join(other, joiner, windows, "outer")
+        return self._stream_join(other, joiner, windows, "outerJoin")
 
-    def _stream_join(self, other: KStream, joiner, windows: JoinWindows, kind: str) -> KStream:
+    def _stream_join(self, other: KStream, joiner, windows: JoinWindows, method: str) -> KStream:
+        what = {"join": "inner", "leftJoin": "left", "outerJoin": "outer"}[method]
         if not isinstance(other, KStream):
-            raise KStreamsError(f"{kind} join takes a KStream, got {type(other).__name__}")
+            raise KStreamsError(f"{what} join takes a KStream, got {type(other).__name__}")
         if not isinstance(windows, JoinWindows):
-            raise KStreamsError(f"{kind} join takes JoinWindows, got {type(windows).__name__}")
-        jjoined = joined_column(self._api, joiner)
-        grace = None if windows.grace is None else _interval(windows.grace)
-        return self._wrap_jvm(
-            lambda: self._api.streamJoin(
-                self._jks, other._jks, jjoined, kind, _interval(windows.time_difference), grace
-            )
-        )
+            raise KStreamsError(f"{what} join takes JoinWindows, got {type(windows).__name__}")
+        joined = door(self._spark).function2(joined_column(self._spark, joiner))
+        return self._next(getattr(self._j, method)(other._j, joined, windows._to_java(self._spark)))
 
     def _column(self, function, what: str, arity: int):
         """``function`` (a Column, or a callable given the key/value Columns) as a Java Column."""
@@ -290,17 +330,15 @@ class KStream:
         key, value = F.col(_quote(self._names["key"])), F.col(_quote(self._names["value"]))
         return (key, value) if arity == 2 else (value,)
 
-    def _wrap_jvm(self, call) -> KStream:
-        with jvm_errors():
-            jks = call()
-        return KStream._from_jvm(jks, self._df.sparkSession)
+    def _next(self, jks: JavaObject) -> KStream:
+        return KStream._from_java(jks, self._spark)
 
     @staticmethod
-    def _from_jvm(jks, spark) -> KStream:
-        api = python_api(spark)
-        key, value, timestamp, partition, offset, on_null = api.columnNames(jks)
+    def _from_java(jks: JavaObject, spark) -> KStream:
+        """The Python face of the JVM ``KStream`` ``jks`` (one handle per object)."""
+        key, value, timestamp, partition, offset, on_null = door(spark).columnNames(jks)
         stream = KStream.__new__(KStream)
-        stream._df = DataFrame(jks.df(), spark)
+        stream._df = python_dataframe(jks.df(), spark)
         stream._names = dict(
             key=key,
             value=value,
@@ -309,8 +347,8 @@ class KStream:
             offset=offset,
             on_null_timestamp=on_null,
         )
-        stream._api = api
-        stream._jks = jks
+        stream._spark = spark
+        stream._j = jks
         return stream
 
     def process(
@@ -332,17 +370,17 @@ class KStream:
         (default: the class name) appears in errors; ``wall_clock=True`` enables wall-clock
         punctuation (Spark processing-time timers: a micro-batch every trigger interval).
 
-        >>> KStream(df).process(Sum, stores=[Stores.key_value("sums")]).df
+        >>> class Upper(Processor):
+        ...     def init(self, context):
+        ...         self.context = context
+        ...     def process(self, record):
+        ...         self.context.forward(record.key, record.value.upper())
+        >>> [r.value for r in KStream(df).process(Upper).df.orderBy("offset").collect()]
+        ['APPLE', 'BANANA', 'AVOCADO', 'APRICOT', 'BLUEBERRY']
         """
-        from kstreams_spark import processor
+        from kstreams_spark import _processor_plan
 
-        result = processor.process(self, supplier, stores, name, wall_clock, key_type, value_type)
-        return KStream(result, **self._names)
-
-    def _wrap(self, call) -> KStream:
-        with jvm_errors():
-            jdf = call()
-        result = DataFrame(jdf, self._df.sparkSession)
+        result = _processor_plan.process(self, supplier, stores, name, wall_clock, key_type, value_type)
         return KStream(result, **self._names)
 
     def __repr__(self) -> str:
@@ -369,33 +407,29 @@ def _applied(function, what: str, *inputs: Column):
     """A user function as a Java Column: a Column as it is, or a callable applied once to the
     ``inputs`` Columns (building an expression, never running per record)."""
     if isinstance(function, Column):
-        return _java_column(function, what)
+        return java_column(function, what)
     if not callable(function):
         raise KStreamsError(f"{what} must be a Column or a callable, got {type(function).__name__}")
-    return _java_column(function(*inputs), f"{what} result")
+    return java_column(function(*inputs), f"{what} result")
 
 
-def joined_column(api, joiner: Column | KeyValueFunction):
+def joined_column(spark, joiner: Column | KeyValueFunction):
     """The joiner applied to the left and right value Columns, as a Java Column."""
+    api = door(spark)
     return _applied(joiner, "joiner", F.col(api.leftValueName()), F.col(api.rightValueName()))
-
-
-def _java_column(id: ColumnOrName, what: str = "id"):
-    from pyspark.sql.classic.column import _to_java_column
-
-    if isinstance(id, (str, Column)):
-        return _to_java_column(id)
-    raise KStreamsError(f"{what} must be a column name or a Column, got {type(id).__name__} {id!r}")
 
 
 class TimeWindows:
     """Epoch-aligned tumbling windows ``[start, start + size)``; a record whose window closed
-    (``end <= stream time - grace``) is late.
+    (``end <= stream time - grace``) is late. Builds Scala's ``kstreams.TimeWindows``, which checks
+    the values when the windows are used.
 
     >>> TimeWindows.of_size_and_grace(timedelta(seconds=10), "2 seconds")
+    TimeWindows(size=datetime.timedelta(seconds=10), grace='2 seconds')
     """
 
     def __init__(self, size: Interval, grace: Interval | None) -> None:
+        _interval(size), grace is None or _interval(grace)  # the types, at once
         self.size, self.grace = size, grace
 
     @staticmethod
@@ -406,17 +440,26 @@ class TimeWindows:
     def of_size_and_grace(size: Interval, grace: Interval) -> TimeWindows:
         return TimeWindows(size, grace)
 
+    def _to_java(self, spark) -> JavaObject:
+        factory = kstreams_class(spark, "TimeWindows")
+        if self.grace is None:
+            return factory.ofSizeWithNoGrace(_interval(self.size))
+        return factory.ofSizeAndGrace(_interval(self.size), _interval(self.grace))
+
     def __repr__(self) -> str:
         return f"TimeWindows(size={self.size!r}, grace={self.grace!r})"
 
 
 class SessionWindows:
     """Session windows: records of a key within ``gap`` (inclusive) of each other form one session.
+    Builds Scala's ``kstreams.SessionWindows``.
 
     >>> SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=5))
+    SessionWindows(gap=datetime.timedelta(seconds=300), grace=None)
     """
 
     def __init__(self, gap: Interval, grace: Interval | None) -> None:
+        _interval(gap), grace is None or _interval(grace)
         self.gap, self.grace = gap, grace
 
     @staticmethod
@@ -427,6 +470,12 @@ class SessionWindows:
     def of_inactivity_gap_and_grace(gap: Interval, grace: Interval) -> SessionWindows:
         return SessionWindows(gap, grace)
 
+    def _to_java(self, spark) -> JavaObject:
+        factory = kstreams_class(spark, "SessionWindows")
+        if self.grace is None:
+            return factory.ofInactivityGapWithNoGrace(_interval(self.gap))
+        return factory.ofInactivityGapAndGrace(_interval(self.gap), _interval(self.grace))
+
     def __repr__(self) -> str:
         return f"SessionWindows(gap={self.gap!r}, grace={self.grace!r})"
 
@@ -436,6 +485,7 @@ class KGroupedStream:
 
     def __init__(self, stream: KStream) -> None:
         self._stream = stream
+        self._j = stream._j.groupByKey()
 
     def windowed_by(self, windows: TimeWindows | SessionWindows) -> WindowedKStream:
         """Window the grouped stream by tumbling or session windows."""
@@ -443,37 +493,54 @@ class KGroupedStream:
             raise KStreamsError(
                 f"windowed_by takes TimeWindows or SessionWindows, got {type(windows).__name__}"
             )
-        return WindowedKStream(self._stream, windows)
+        return WindowedKStream(self, windows)
 
     def count(self) -> KTable:
         """The number of records per key, as a table (null keys and values are skipped and
         counted); the timestamp is the largest folded in.
 
-        >>> ks.group_by_key().count().df   # key, value (long), timestamp
+        >>> ks.group_by_key().count().df.orderBy("timestamp").show()
+        +---+-----+-------------------+
+        |key|value|          timestamp|
+        +---+-----+-------------------+
+        |  a|    1|2026-01-01 00:00:00|
+        |  b|    1|2026-01-01 00:00:01|
+        |  b|    2|2026-01-01 00:00:03|
+        |  a|    2|2026-01-01 00:00:05|
+        |  a|    3|2026-01-01 00:00:20|
+        +---+-----+-------------------+
+        <BLANKLINE>
         """
-        return _aggregate(self._stream, "count", None)
+        return _table(self._j.count(), self._stream)
 
     def reduce(self, adder: Column | KeyValueFunction) -> KTable:
         """Combine each key's values with ``adder(aggregate, value)``; the first value starts.
 
-        >>> ks.group_by_key().reduce(lambda agg, v: agg + v)
+        >>> joined = ks.group_by_key().reduce(lambda agg, v: F.concat(agg, F.lit("+"), v)).df
+        >>> [r.value for r in joined.where("key = 'a'").orderBy("timestamp").collect()]
+        ['apple', 'apple+avocado', 'apple+avocado+apricot']
         """
-        return _aggregate(self._stream, "reduce", None, adder=adder)
+        return _table(self._j.reduce(_fold(self._stream, adder, "adder")), self._stream)
 
     def aggregate(self, initializer: Column, adder: Column | KeyValueFunction) -> KTable:
         """Fold each key's values into ``adder(aggregate, value)`` starting at the constant
         ``initializer``, whose type the aggregate keeps.
 
-        >>> ks.group_by_key().aggregate(F.lit(""), lambda agg, v: F.concat(agg, v))
+        >>> letters = ks.group_by_key().aggregate(F.lit(0), lambda agg, v: agg + F.length(v)).df
+        >>> [r.value for r in letters.where("key = 'b'").orderBy("timestamp").collect()]
+        [6, 15]
         """
-        return _aggregate(self._stream, "aggregate", None, initializer=initializer, adder=adder)
+        jinit = java_column(initializer, "initializer")
+        return _table(self._j.aggregate(jinit, _fold(self._stream, adder, "adder")), self._stream)
 
 
 class WindowedKStream:
-    """A stream grouped by key and window."""
+    """A stream grouped by key and window (Scala's ``TimeWindowedKStream`` or
+    ``SessionWindowedKStream``)."""
 
-    def __init__(self, stream: KStream, windows: TimeWindows | SessionWindows) -> None:
-        self._stream, self._windows = stream, windows
+    def __init__(self, grouped: KGroupedStream, windows: TimeWindows | SessionWindows) -> None:
+        self._stream, self._windows = grouped._stream, windows
+        self._j = grouped._j.windowedBy(windows._to_java(grouped._stream._spark))
 
     def distinct(self) -> KStream:
         """The first record of each (key, window), with a ``window`` column (``start``, ``end``).
@@ -482,13 +549,12 @@ class WindowedKStream:
         ``window = (t, t)``. Null keys pass with a null window; records of closed windows are
         dropped as late and counted (``late_dropped``).
 
-        >>> ks.group_by_key().windowed_by(SessionWindows.of_inactivity_gap_with_no_grace("10 s")).distinct().df
+        >>> windows = SessionWindows.of_inactivity_gap_with_no_grace("10 seconds")
+        >>> firsts = ks.group_by_key().windowed_by(windows).distinct().df
+        >>> [(r.value, r.window.start.second) for r in firsts.collect()]
+        [('apple', 0), ('banana', 1), ('apricot', 20)]
         """
-        s, w = self._stream, self._windows
-        grace = None if w.grace is None else _interval(w.grace)
-        if isinstance(w, TimeWindows):
-            return s._wrap(lambda: s._api.tumblingDistinct(s._jks, _interval(w.size), grace))
-        return s._wrap(lambda: s._api.sessionDistinct(s._jks, _interval(w.gap), grace))
+        return self._stream._next(self._j.distinct())
 
     def count(self) -> KTable:
         """Records per (key, window), with a ``window`` column.
@@ -498,13 +564,16 @@ class WindowedKStream:
         counted (``late_dropped``). Session windows: ``window`` is (first, last record's time);
         when a record merges sessions, each merged-away session gets a tombstone (null value).
 
-        >>> ks.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace("10 seconds")).count()
+        >>> windows = TimeWindows.of_size_with_no_grace("10 seconds")
+        >>> counts = ks.group_by_key().windowed_by(windows).count().df
+        >>> sorted((r.key, r.window.start.second, r.value) for r in counts.collect())
+        [('a', 0, 1), ('a', 0, 2), ('a', 20, 1), ('b', 0, 1), ('b', 0, 2)]
         """
-        return _aggregate(self._stream, "count", self._windows)
+        return _table(self._j.count(), self._stream)
 
     def reduce(self, adder: Column | KeyValueFunction) -> KTable:
         """:meth:`KGroupedStream.reduce` per window (merging sessions also uses ``adder``)."""
-        return _aggregate(self._stream, "reduce", self._windows, adder=adder)
+        return _table(self._j.reduce(_fold(self._stream, adder, "adder")), self._stream)
 
     def aggregate(
         self,
@@ -515,53 +584,50 @@ class WindowedKStream:
         """:meth:`KGroupedStream.aggregate` per window. Session windows need
         ``merger(aggregate1, aggregate2)`` to combine two sessions' aggregates.
 
-        >>> ks.group_by_key().windowed_by(SessionWindows.of_inactivity_gap_with_no_grace("5 minutes")) \
-        ...     .aggregate(F.lit(0), lambda agg, v: agg + 1, lambda a, b: a + b)
+        >>> sessions = ks.group_by_key().windowed_by(SessionWindows.of_inactivity_gap_with_no_grace("5 minutes"))
+        >>> sizes = sessions.aggregate(F.lit(0), lambda agg, v: agg + 1, lambda a, b: a + b).df
+        >>> [r.value for r in sizes.where("key = 'a'").orderBy("timestamp").collect()]
+        [1, None, 2, None, 3]
         """
-        return _aggregate(
-            self._stream, "aggregate", self._windows, initializer=initializer, adder=adder, merger=merger
-        )
+        jinit = java_column(initializer, "initializer")
+        jadder = _fold(self._stream, adder, "adder")
+        if isinstance(self._windows, TimeWindows):
+            return _table(self._j.aggregate(jinit, jadder), self._stream)
+        if merger is None:
+            raise KStreamsError(
+                "aggregate over SessionWindows needs a merger(aggregate1, aggregate2) that combines the "
+                "aggregates of two sessions a record merges"
+            )
+        return _table(self._j.aggregate(jinit, jadder, _fold(self._stream, merger, "merger")), self._stream)
 
 
-def _aggregate(stream: KStream, kind: str, windows, initializer=None, adder=None, merger=None) -> KTable:
+def _fold(stream: KStream, function: Column | KeyValueFunction, what: str) -> JavaObject:
+    """An adder or merger as the Scala function the aggregation takes: ``function`` applied once
+    to the columns of the running aggregate and of the value."""
+    api = door(stream._spark)
+    result = _applied(function, what, F.col(api.aggregateInputName()), F.col(api.valueInputName()))
+    return api.function2(result)
+
+
+def _table(jtable: JavaObject, stream: KStream) -> KTable:
     from kstreams_spark.ktable import KTable
 
-    api = stream._api
-    if windows is None:
-        window_kind, size = None, None
-    elif isinstance(windows, TimeWindows):
-        window_kind, size = "tumbling", _interval(windows.size)
-    else:
-        window_kind, size = "session", _interval(windows.gap)
-    grace = None if windows is None or windows.grace is None else _interval(windows.grace)
-
-    def fold(function, what: str):
-        return _applied(function, what, F.col(api.aggregateInputName()), F.col(api.valueInputName()))
-
-    with jvm_errors():
-        if kind == "count":
-            jtable = api.count(stream._jks, window_kind, size, grace)
-        elif kind == "reduce":
-            jtable = api.reduce(stream._jks, fold(adder, "adder"), window_kind, size, grace)
-        else:
-            jinit = _java_column(initializer, "initializer")
-            jmerger = None if merger is None else fold(merger, "merger")
-            jtable = api.aggregate(
-                stream._jks, jinit, fold(adder, "adder"), jmerger, window_kind, size, grace
-            )
-    return KTable(jtable, stream._df.sparkSession)
+    return KTable._from_java(jtable, stream._spark)
 
 
 class JoinWindows:
     """The window of a stream-stream join: records join when ``|t1 - t2| <= time_difference``;
     a record's window closes once the watermark passes ``t + time_difference + grace`` (a
     left/outer join then emits it unmatched), and it stays joinable until the watermark reaches
-    ``t + 2 * time_difference + grace``, the retention of Kafka Streams' join stores.
+    ``t + 2 * time_difference + grace``, the retention of Kafka Streams' join stores. Builds
+    Scala's ``kstreams.JoinWindows``.
 
     >>> JoinWindows.of_time_difference_with_no_grace(timedelta(milliseconds=100))
+    JoinWindows(time_difference=datetime.timedelta(microseconds=100000), grace=None)
     """
 
     def __init__(self, time_difference: Interval, grace: Interval | None) -> None:
+        _interval(time_difference), grace is None or _interval(grace)
         self.time_difference, self.grace = time_difference, grace
 
     @staticmethod
@@ -572,6 +638,12 @@ class JoinWindows:
     def of_time_difference_and_grace(time_difference: Interval, grace: Interval) -> JoinWindows:
         return JoinWindows(time_difference, grace)
 
+    def _to_java(self, spark) -> JavaObject:
+        factory = kstreams_class(spark, "JoinWindows")
+        if self.grace is None:
+            return factory.ofTimeDifferenceWithNoGrace(_interval(self.time_difference))
+        return factory.ofTimeDifferenceAndGrace(_interval(self.time_difference), _interval(self.grace))
+
     def __repr__(self) -> str:
         return f"JoinWindows(time_difference={self.time_difference!r}, grace={self.grace!r})"
 
@@ -579,7 +651,10 @@ class JoinWindows:
 class BranchedKStream:
     """``KStream.split()``: branches in order; a record goes to the first whose predicate holds.
 
-    >>> ks.split().branch(F.col("v") > 0, "pos").branch(F.col("v") < 0, "neg").default_branch("zero")
+    >>> by_letter = ks.split().branch(F.col("value").startswith("ap"), "ap").branch(
+    ...     F.col("value").startswith("b"), "b").default_branch("other")
+    >>> {name: [r.value for r in branch.df.collect()] for name, branch in by_letter.items()}
+    {'ap': ['apple', 'apricot'], 'b': ['banana', 'blueberry'], 'other': ['avocado']}
     """
 
     def __init__(self, stream: KStream, branches: list) -> None:
@@ -589,28 +664,18 @@ class BranchedKStream:
         """Add a branch ``name`` for the records ``predicate`` is true for (null counts as false)."""
         return BranchedKStream(self._stream, self._branches + [(predicate, name)])
 
-    def default_branch(self, name: str) -> dict:
+    def default_branch(self, name: str) -> dict[str, KStream]:
         """The branches as a dict of name to :class:`KStream`, plus ``name`` for the rest."""
-        return self._build(name)
+        return self._build(lambda j: j.defaultBranch(name), [name])
 
-    def no_default_branch(self) -> dict:
+    def no_default_branch(self) -> dict[str, KStream]:
         """The branches; records no predicate took are dropped (as in Kafka Streams)."""
-        return self._build(None)
+        return self._build(lambda j: j.noDefaultBranch(), [])
 
-    def _build(self, default: str | None) -> dict:
+    def _build(self, finish, default: list[str]) -> dict[str, KStream]:
         s = self._stream
-        predicates = [s._column(p, "predicate", 2) for p, _ in self._branches]
-        names = [n for _, n in self._branches]
-        gateway = s._df.sparkSession.sparkContext._gateway
-        jpredicates = gateway.new_array(gateway.jvm.org.apache.spark.sql.Column, len(predicates))
-        for i, p in enumerate(predicates):
-            jpredicates[i] = p
-        jnames = gateway.new_array(gateway.jvm.java.lang.String, len(names))
-        for i, n in enumerate(names):
-            jnames[i] = n
-        with jvm_errors():
-            jbranches = s._api.split(s._jks, jpredicates, jnames, default)
-        return {
-            name: KStream._from_jvm(jbranches.get(name), s._df.sparkSession)
-            for name in names + ([default] if default else [])
-        }
+        jbranched = s._j.split()
+        for predicate, name in self._branches:
+            jbranched = jbranched.branch(s._column(predicate, "predicate", 2), name)
+        jbranches = door(s._spark).branches(finish(jbranched))
+        return {name: s._next(jbranches[name]) for name in [n for _, n in self._branches] + default}

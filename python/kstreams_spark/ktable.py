@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, SparkSession
 
-from kstreams_spark._jvm import jvm_errors, python_api
+from kstreams_spark._jvm import JavaObject, door, python_dataframe
 from kstreams_spark.errors import KStreamsError
 from kstreams_spark.kstream import KeyValueFunction, KStream, joined_column
 
@@ -15,12 +15,18 @@ class KTable:
     ``timestamp`` column keeps the input's watermark, so event-time operators can follow.
 
     >>> counts = KStream(df).group_by_key().count()
-    >>> counts.df.writeStream.format("console").start()
+    >>> [(r.value, r.timestamp.second) for r in counts.df.where("key = 'b'").orderBy("timestamp").collect()]
+    [(1, 1), (2, 3)]
     """
 
-    def __init__(self, jtable, spark: SparkSession) -> None:
-        self._jtable, self._spark = jtable, spark
-        self._df = DataFrame(jtable.df(), spark)
+    def __init__(self, jtable: JavaObject, spark: SparkSession) -> None:
+        self._j, self._spark = jtable, spark
+        self._df = python_dataframe(jtable.df(), spark)
+
+    @staticmethod
+    def _from_java(jtable: JavaObject, spark: SparkSession) -> KTable:
+        """The Python face of the JVM ``KTable`` ``jtable`` (one handle per object)."""
+        return KTable(jtable, spark)
 
     @property
     def df(self) -> DataFrame:
@@ -29,33 +35,35 @@ class KTable:
 
     def to_stream(self) -> KStream:
         """The update stream as a :class:`KStream`."""
-        with jvm_errors():
-            return KStream._from_jvm(python_api(self._spark).tableStream(self._jtable), self._spark)
+        return KStream._from_java(self._j.toStream(), self._spark)
 
     def join(self, other: KTable, joiner: Column | KeyValueFunction) -> KTable:
         """Inner join on the key: on every change of either side where both have a row, emits
         ``joiner(this_value, other_value)`` at the later of the two rows' timestamps; a delete emits
         a tombstone at the later of the delete and the other row.
 
-        >>> left.to_table().join(right.to_table(), lambda l, r: F.concat(l, F.lit("+"), r))
+        >>> fruits = KStream(df).to_table()
+        >>> ids = KStream(df.withColumn("value", F.col("event_id"))).to_table()
+        >>> joined = fruits.join(ids, lambda fruit, id: F.concat(fruit, F.lit("+"), id)).df
+        >>> [r.value for r in joined.where("key = 'b'").orderBy("timestamp").collect()]
+        ['banana+e2', 'blueberry+e2', 'blueberry+e4']
         """
-        return self._join(other, joiner, "inner")
+        return self._join(other, joiner, "join")
 
     def left_join(self, other: KTable, joiner: Column | KeyValueFunction) -> KTable:
         """:meth:`join`, also emitting ``joiner(this_value, None)`` while ``other`` has no row."""
-        return self._join(other, joiner, "left")
+        return self._join(other, joiner, "leftJoin")
 
     def outer_join(self, other: KTable, joiner: Column | KeyValueFunction) -> KTable:
         """:meth:`join`, emitting whenever either side has a row (the missing value is null)."""
-        return self._join(other, joiner, "outer")
+        return self._join(other, joiner, "outerJoin")
 
-    def _join(self, other: KTable, joiner, kind: str) -> KTable:
+    def _join(self, other: KTable, joiner, method: str) -> KTable:
         if not isinstance(other, KTable):
-            raise KStreamsError(f"a table {kind} join takes a KTable, got {type(other).__name__}")
-        api = python_api(self._spark)
-        jjoined = joined_column(api, joiner)
-        with jvm_errors():
-            return KTable(api.tableJoin(self._jtable, other._jtable, jjoined, kind), self._spark)
+            what = {"join": "inner", "leftJoin": "left", "outerJoin": "outer"}[method]
+            raise KStreamsError(f"a table {what} join takes a KTable, got {type(other).__name__}")
+        joined = door(self._spark).function2(joined_column(self._spark, joiner))
+        return KTable._from_java(getattr(self._j, method)(other._j, joined), self._spark)
 
     def __repr__(self) -> str:
         return f"KTable({self._df.columns})"

@@ -8,12 +8,26 @@ one sub-topology meet in the task of their partition number (co-partitioning) an
 order of their timestamps. Each sub-topology is one streaming query whose micro-batches are
 split among its sinks.
 
+>>> class Upper(Processor):
+...     def init(self, context): self.context = context
+...     def process(self, record): self.context.forward(record.key, record.value.upper())
+>>> df.write.mode("overwrite").parquet(tmp + "/in")
 >>> topology = (Topology()
-...     .add_source("SOURCE", df)
-...     .add_processor("PROCESS", Sum, "SOURCE", stores=[Stores.key_value("sums")])
-...     .add_sink("SINK", "/data/sums", "PROCESS"))
->>> print(topology.describe())
->>> queries = topology.start("/checkpoints/sums")
+...     .add_source("SOURCE", spark.readStream.schema(df.schema).parquet(tmp + "/in"))
+...     .add_processor("UPPER", Upper, "SOURCE", stores=[Stores.key_value("seen")])
+...     .add_sink("SINK", print, "UPPER"))
+>>> text = topology.describe()
+Topologies:
+   Sub-topology: 0
+    Source: SOURCE (DataFrame)
+      --> UPPER
+    Processor: UPPER (stores: [seen])
+      --> SINK
+      <-- SOURCE
+    Sink: SINK (target: print)
+      <-- UPPER
+
+``topology.start(checkpoint)`` then runs each sub-topology as a streaming query.
 """
 
 from __future__ import annotations
@@ -26,17 +40,10 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
 
+from kstreams_spark._processor_plan import check_stores, normalized_input, run, supplier_of
+from kstreams_spark._processor_runtime import FORWARD_TS, SINK, NodeSpec
 from kstreams_spark.errors import KStreamsError
-from kstreams_spark.processor import (
-    FORWARD_TS,
-    SINK,
-    StoreSpec,
-    _check_stores,
-    _NodeSpec,
-    _normalized_input,
-    _run,
-    _supplier_of,
-)
+from kstreams_spark.processor import StoreSpec
 
 SinkTarget = str | Callable[[DataFrame, int], None]
 
@@ -63,7 +70,20 @@ class Topology:
     ``(batch_df, batch_id)`` given each micro-batch's records for it.
     Sink rows have the columns ``key``, ``value``, ``timestamp``, ``partition``, ``offset``.
 
-    >>> Topology().add_source("S", df).add_processor("P", Upper, "S").add_sink("K", "/out", "P")
+    >>> class Upper(Processor):
+    ...     def init(self, context): self.context = context
+    ...     def process(self, record): self.context.forward(record.key, record.value.upper())
+    >>> topology = Topology().add_source("S", df).add_processor("P", Upper, "S").add_sink("K", print, "P")
+    >>> text = topology.describe()
+    Topologies:
+       Sub-topology: 0
+        Source: S (DataFrame)
+          --> P
+        Processor: P (stores: [])
+          --> K
+          <-- S
+        Sink: K (target: print)
+          <-- P
     """
 
     def __init__(
@@ -101,8 +121,8 @@ class Topology:
                 "processor",
                 name,
                 self._parents(name, parents),
-                supplier=_supplier_of(supplier),
-                stores=_check_stores(stores),
+                supplier=supplier_of(supplier),
+                stores=check_stores(stores),
             )
         )
 
@@ -228,7 +248,7 @@ class Topology:
             raise KStreamsError(f"source '{sources[0].name}' feeds no processor")
         index = {n.name: i for i, n in enumerate(processors)}
         specs = [
-            _NodeSpec(
+            NodeSpec(
                 n.name,
                 n.supplier,
                 n.stores,
@@ -240,14 +260,14 @@ class Topology:
         inputs, has_offset = [], True
         for s in sources:
             df = s.source if isinstance(s.source, DataFrame) else self._read_topic(s.source)
-            normalized, offset = _normalized_input(KStream(df, **self._columns), s.name)
+            normalized, offset = normalized_input(KStream(df, **self._columns), s.name)
             inputs.append(normalized)
             has_offset = has_offset and offset
         source_children = {
             s.name: [index[c.name] for c in self._children(s.name) if c.kind == "processor"] for s in sources
         }
         fields = {f.name: f for f in inputs[0].schema.fields}
-        processed = _run(
+        processed = run(
             inputs,
             specs,
             source_children,

@@ -1,0 +1,173 @@
+"""Planning of Python processors: checks the arguments, prepares each source on the JVM
+(``kstreams.PythonAPI.processorInput``: grouped by input partition, in offset order, timestamp
+without watermark metadata) and runs :class:`~kstreams_spark._processor_runtime.Runner` over it
+with Spark's ``transformWithState``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+
+from kstreams_spark._processor_runtime import (
+    FORWARD_TS,
+    GROUP,
+    KEY,
+    ORDER,
+    PARTITION,
+    SINK,
+    SOURCE,
+    TIMESTAMP_MICROS,
+    TOPIC,
+    VALUE,
+    NodeSpec,
+    Runner,
+)
+from kstreams_spark.errors import KStreamsError
+from kstreams_spark.processor import Processor, StoreSpec
+
+
+def supplier_of(supplier: Any) -> Callable[[], Processor]:
+    """A processor class or a zero-argument callable returning a new processor."""
+    if isinstance(supplier, Processor):
+        raise KStreamsError(
+            "process takes a supplier (the processor class, or a function returning a new "
+            f"processor), not an instance: got {type(supplier).__name__} instance; pass "
+            f"{type(supplier).__name__} or lambda: {type(supplier).__name__}(...)"
+        )
+    if not callable(supplier):
+        raise KStreamsError(
+            f"process takes a processor class or a function returning a "
+            f"processor, got {type(supplier).__name__} {supplier!r}"
+        )
+    return supplier
+
+
+def check_stores(stores: Iterable[StoreSpec]) -> list[str]:
+    stores = list(stores)
+    for s in stores:
+        if not isinstance(s, StoreSpec):
+            raise KStreamsError(f"stores must be Stores.key_value(...) specs, got {s!r}")
+    names = [s.name for s in stores]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise KStreamsError(f"store names must be unique; declared more than once: {', '.join(twice)}")
+    return names
+
+
+def normalized_input(stream, source: str):
+    """The stream's rows as the runner reads them, grouped by input partition in arrival order
+    (prepared by the JVM, ``kstreams.PythonAPI.processorInput``), with the source's name."""
+    from pyspark.sql import functions as F
+
+    from kstreams_spark._jvm import door, python_dataframe
+
+    names = stream._names
+    spark = stream.df.sparkSession
+    prepared = python_dataframe(door(spark).processorInput(stream._j), spark)
+    fields = {f.name: f for f in prepared.schema.fields}
+    topic = (
+        F.col("topic")
+        if "topic" in fields and fields["topic"].dataType.simpleString() == "string"
+        else F.lit(None).cast("string")
+    )
+    offset = names["offset"]
+    return prepared.select(
+        F.col(f"`{names['key']}`").alias(KEY),
+        F.col(f"`{names['value']}`").alias(VALUE),
+        topic.alias(TOPIC),
+        F.lit(source).alias(SOURCE),
+        GROUP,
+        PARTITION,
+        ORDER,
+        TIMESTAMP_MICROS,
+    ), offset is not None and offset in fields
+
+
+def run(
+    inputs, nodes, source_children, timestamp_name, has_offset, key_type, value_type, output_names, wall_clock
+):
+    """Plans the runner over the union of ``inputs`` (normalized DataFrames)."""
+    df = inputs[0]
+    for other in inputs[1:]:
+        try:
+            df = df.unionByName(other)
+        except Exception as e:
+            raise KStreamsError(f"sources must have the same key and value types: {e}") from None
+    output = StructType(
+        [
+            StructField(SINK, string_type(), True),
+            StructField(output_names[0], key_type, True),
+            StructField(output_names[1], value_type, True),
+            StructField(FORWARD_TS, LongType(), False),
+            StructField(output_names[2], IntegerType(), False),
+            StructField(output_names[3], LongType(), True),
+        ]
+    )
+    runner = Runner(
+        nodes,
+        source_children,
+        timestamp_name,
+        has_offset,
+        (SINK, output_names[0], output_names[1], FORWARD_TS, output_names[2], output_names[3]),
+        output_names[2],
+    )
+    return df.groupBy(GROUP).transformWithState(
+        runner, output, "Append", "ProcessingTime" if wall_clock else "None"
+    )
+
+
+def string_type():
+    from pyspark.sql.types import StringType
+
+    return StringType()
+
+
+def process(
+    stream,
+    supplier: Any,
+    stores: Iterable[StoreSpec] = (),
+    name: str | None = None,
+    wall_clock: bool = False,
+    key_type=None,
+    value_type=None,
+):
+    """Implementation of :meth:`kstreams_spark.KStream.process` (which documents it)."""
+    from pyspark.sql import functions as F
+
+    supplier = supplier_of(supplier)
+    store_names = check_stores(stores)
+    df = stream.df
+    if wall_clock and not df.isStreaming:
+        raise KStreamsError(
+            "wall-clock punctuation runs on Spark's processing-time timers, which "
+            "need a streaming DataFrame; drop wall_clock=True for a batch DataFrame"
+        )
+    names = stream._names
+    normalized, has_offset = normalized_input(stream, "input")
+    fields = {f.name: f for f in normalized.schema.fields}
+    if name is None:
+        name = getattr(supplier, "__name__", None) or type(supplier).__name__
+    partition_name = names["partition"] or "partition"
+    offset_name = names["offset"] or "offset"
+    node = NodeSpec(name, supplier, store_names, children=[], sinks=[None])
+    processed = run(
+        [normalized],
+        [node],
+        {"input": [0]},
+        names["timestamp"],
+        has_offset,
+        key_type or fields[KEY].dataType,
+        value_type or fields[VALUE].dataType,
+        (names["key"], names["value"], partition_name, offset_name),
+        wall_clock,
+    )
+    return processed.select(
+        F.col(f"`{names['key']}`"),
+        F.col(f"`{names['value']}`"),
+        F.timestamp_micros(F.col(FORWARD_TS)).alias(names["timestamp"]),
+        F.col(f"`{partition_name}`"),
+        F.col(f"`{offset_name}`"),
+    )
