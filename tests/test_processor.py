@@ -1,12 +1,15 @@
 """The Processor API (spec section 7) from Python: processors written in Python, run by Spark's
 Python stateful processing, with stores in the RocksDB state store."""
 
+import itertools
+import json
+import os
 import sys
 from datetime import timedelta
 
 import pytest
 from kstreams_spark import KStream, KStreamsError, Processor, PunctuationType, Stores, Topology
-from kstreams_spark._jvm import python_api
+from kstreams_spark._jvm import door
 from pyspark import cloudpickle
 from pyspark.sql import types as T
 from pyspark.sql.utils import StreamingQueryException
@@ -47,7 +50,7 @@ class Tracer(Processor):
 
 
 class Sum(Processor):
-    """Seed 004's example: sums per key in a store, all sums forwarded on each punctuation."""
+    """Sums per key in a store, all sums forwarded on each punctuation (spec section 7's example)."""
 
     def init(self, context):
         self.context = context
@@ -128,80 +131,55 @@ def rows(df):
     )
 
 
-def trace(df):
-    return KStream(df).process(Tracer, stores=[Stores.key_value("counter")]).df
+CASES = json.load(open(os.path.join(os.path.dirname(__file__), "cases", "processor_cases.json")))["cases"]
+PROCESSORS = {  # as tests/cases/processor_cases.json describes them
+    "tracer": (Tracer, [Stores.key_value("counter")]),
+    "sum": (Sum, [Stores.key_value("sums")]),
+}
 
 
-TRACED = [Rec("k", t, value=0) for t in (5, 12, 13, 25, 47)]
-TRACE_EXPECTED = [
-    "record@5000",
-    "p10@5000",
-    "p20@5000",
-    "record@12000",
-    "p10@12000",
-    "record@13000",
-    "record@25000",
-    "p10@25000",
-    "p20@25000",
-    "record@47000",
-    "p10@47000",
-    "p20@47000",
-]
+SUM_CASE = next(c for c in CASES if c["processor"] == "sum")
+WORDS = [Rec(k, t, p, value=v) for k, v, t, p in SUM_CASE["records"]]
+SUMS_EXPECTED = [tuple(row) for row in SUM_CASE["expected"]]
 
 
-@pytest.mark.parametrize("split", [False, True], ids=["one_micro_batch", "split_restart"])
-def test_stream_time_punctuation_order(spark, tmp_path, split):
-    # split: three micro-batches, restarting from the checkpoint before the last
-    batches = [TRACED[:2], TRACED[2:4], TRACED[4:]] if split else [TRACED]
-    run = run_nums(spark, tmp_path, batches, trace, restart_before={2} if split else ())
-    out = sorted(run.output().collect(), key=lambda r: r["value"])
-    assert [r["key"] for r in out] == TRACE_EXPECTED
-    assert [r["value"] for r in out] == list(range(1, 13))
-    punctuations = [r for r in out if not r["key"].startswith("record")]
-    assert all(r["offset"] is None for r in punctuations)
+def case_modes():
+    for case in CASES:
+        for mode in ["batch", "one_micro_batch", "split_restart"]:
+            if mode != "batch" or case["batch"]:
+                yield pytest.param(case, mode, id=f"{case['processor']}-{mode}")
 
 
-WORDS = [
-    Rec("a", 1, 0, value=1),
-    Rec("a", 2, 1, value=10),
-    Rec("b", 3, 0, value=2),
-    Rec("a", 11, 0, value=3),
-    Rec("b", 12, 0, value=1),
-    Rec("c", 15, 1, value=4),
-    Rec("a", 25, 0, value=5),
-]
-SUMS_EXPECTED = [
-    (0, 1000, "a", 1),
-    (0, 11000, "a", 4),
-    (0, 11000, "b", 2),
-    (0, 25000, "a", 9),
-    (0, 25000, "b", 3),
-    (1, 2000, "a", 10),
-    (1, 15000, "a", 10),
-    (1, 15000, "c", 4),
-]
+@pytest.mark.parametrize("case, mode", list(case_modes()))
+def test_shared_processor_cases(spark, tmp_path, case, mode):
+    """The processor cases both runtimes run (the Scala one in ProcessorSpec)."""
+    processor, stores = PROCESSORS[case["processor"]]
+    records = with_offsets([Rec(k, t, p, value=v) for k, v, t, p in case["records"]])
+    expected = [tuple(row) for row in case["expected"]]
 
+    def op(df):
+        return KStream(df).process(processor, stores=stores).df
 
-def sums(df):
-    return KStream(df).process(Sum, stores=[Stores.key_value("sums")]).df
-
-
-@pytest.mark.parametrize("mode", ["batch", "one_micro_batch", "split_restart"])
-def test_word_count_sums_same_in_every_mode(spark, tmp_path, mode):
     if mode == "batch":
-        out = sums(
-            spark.createDataFrame(
-                [(r.key, r.value, r.timestamp(), r.partition, r.offset) for r in with_offsets(WORDS)],
-                NUM_SCHEMA,
-            )
+        df = spark.createDataFrame(
+            [(r.key, r.value, r.timestamp(), r.partition, r.offset) for r in records], NUM_SCHEMA
         )
-        assert rows(out) == SUMS_EXPECTED
+        assert rows(op(df)) == expected
         return
-    if mode == "one_micro_batch":
-        batches, restart = [WORDS], ()
-    else:  # three micro-batches, restarting from the checkpoint before each later one
-        batches, restart = [WORDS[:3], WORDS[3:5], WORDS[5:]], {1, 2}
-    assert rows(run_nums(spark, tmp_path, batches, sums, restart).output()) == SUMS_EXPECTED
+    sizes = [len(records)] if mode == "one_micro_batch" else case["split"]
+    bounds = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+    batches = [records[a:b] for a, b in itertools.pairwise(bounds)]
+    restart = set(range(1, len(batches))) if mode == "split_restart" else set()
+    assert rows(run_nums(spark, tmp_path, batches, op, restart).output()) == expected
+
+
+def test_punctuation_forwards_have_no_offset(spark, tmp_path):
+    case = next(c for c in CASES if c["processor"] == "tracer")
+    records = with_offsets([Rec(k, t, p, value=v) for k, v, t, p in case["records"]])
+    op = lambda df: KStream(df).process(Tracer, stores=[Stores.key_value("counter")]).df  # noqa: E731
+    out = run_nums(spark, tmp_path, [records], op).output().collect()
+    assert {r["key"].split("@")[0] for r in out if r["offset"] is None} == {"p10", "p20"}
+    assert all(r["offset"] is not None for r in out if r["key"].startswith("record"))
 
 
 def test_processor_error_names_processor_partition_and_offset(spark, tmp_path):
@@ -229,7 +207,7 @@ def test_usage_errors(spark):
 
 
 def dedup_processor(spark, interval):
-    interval_ms = python_api(spark).intervalMicros(interval) // 1000
+    interval_ms = door(spark).intervalMicros(interval) // 1000
     return lambda df: (
         KStream(df)
         .process(lambda: DedupByKey(interval_ms), stores=[Stores.key_value("seen")], name="dedup")
@@ -306,6 +284,28 @@ def test_topology_describe_and_start(spark, tmp_path):
     assert rows_of(collected) == SUMS_EXPECTED
     scaled = spark.read.parquet(str(tmp_path / "scaled"))
     assert rows(scaled) == [(p, t, k, v * 100) for p, t, k, v in SUMS_EXPECTED]
+
+
+TOPOLOGY_CASES = json.load(open(os.path.join(os.path.dirname(__file__), "cases", "processor_cases.json")))[
+    "topology_cases"
+]
+
+
+@pytest.mark.parametrize("case", TOPOLOGY_CASES, ids=[c["processor"] for c in TOPOLOGY_CASES])
+def test_shared_topology_cases(spark, tmp_path, case):
+    """Several sources of one sub-topology, as the Scala Topology runs them (ProcessorSpec)."""
+    processor, stores = PROCESSORS[case["processor"]]
+    topology = Topology()
+    for name, records in case["sources"].items():
+        run = StreamRun(spark, str(tmp_path / name), op=None, schema=NUM_SCHEMA)  # for its input files
+        run.add_batch(with_offsets([Rec(k, t, p, value=v) for k, v, t, p in records]))
+        topology.add_source(name, spark.readStream.schema(NUM_SCHEMA).json(str(tmp_path / name / "in")))
+    collected = []
+    topology.add_processor("P", processor, *case["sources"], stores=stores)
+    topology.add_sink("K", lambda df, batch_id: collected.extend(df.collect()), "P")
+    for query in topology.start(str(tmp_path / "checkpoint"), trigger={"availableNow": True}):
+        query.awaitTermination()
+    assert rows_of(collected) == [tuple(row) for row in case["expected"]]
 
 
 def rows_of(collected):

@@ -21,21 +21,26 @@ object ProcessorSpec {
   def num(key: String, value: Long, seconds: Double, partition: Int, offset: Long): Num =
     Num(key, value, new Timestamp(Base + math.round(seconds * 1000)), partition, offset)
 
-  /** Forwards ("record", t) for each record and ("p10" / "p20", t) for each punctuation, t in ms
-    * after [[Base]]: the punctuation order is visible in the output. */
+  /** The processors of `tests/cases/processor_cases.json`, as it describes them. */
   final class Tracer extends Processor[String, Long] {
     private var ctx: ProcessorContext[String, Long] = _
+    private var counter: KeyValueStore[String, Long] = _
     override def init(context: ProcessorContext[String, Long]): Unit = {
       ctx = context
+      counter = context.getStateStore[String, Long]("counter")
       context.schedule(Duration.ofSeconds(10), PunctuationType.StreamTime)
-      context.schedule(Duration.ofSeconds(20), PunctuationType.StreamTime, (t: Long) => ctx.forward("p20", t - Base))
+      context.schedule(Duration.ofSeconds(20), PunctuationType.StreamTime, (t: Long) => emit("p20", t))
     }
-    override def process(record: Record[String, Long]): Unit =
-      ctx.forward("record", record.timestamp - Base)
-    override def punctuate(timestamp: Long): Unit = ctx.forward("p10", timestamp - Base)
+    private def emit(kind: String, t: Long): Unit = {
+      val n = counter.get("n").getOrElse(0L) + 1
+      counter.put("n", n)
+      ctx.forward(s"$kind@${t - Base}", n)
+    }
+    override def process(record: Record[String, Long]): Unit = emit("record", record.timestamp)
+    override def punctuate(timestamp: Long): Unit = emit("p10", timestamp)
   }
 
-  /** The seed's example: sums per key in a store, all sums forwarded on each punctuation. */
+  /** Sums per key in a store, all sums forwarded on each punctuation (spec section 7's example). */
   final class Sum extends Processor[String, Long] {
     private var ctx: ProcessorContext[String, Long] = _
     private var sums: KeyValueStore[String, Long] = _
@@ -48,6 +53,62 @@ object ProcessorSpec {
       sums.put(record.key, sums.get(record.key).getOrElse(0L) + record.value)
     override def punctuate(timestamp: Long): Unit =
       sums.all().toSeq.sortBy(_._1).foreach { case (k, v) => ctx.forward(k, v, timestamp) }
+  }
+
+  /** One case of `tests/cases/processor_cases.json`. */
+  final case class SharedCase(
+      name: String,
+      processor: String,
+      batch: Boolean,
+      split: Seq[Int],
+      records: Seq[Num],
+      expected: Seq[(Int, Long, String, Long)])
+
+  /** One topology case: a source per entry, all feeding one processor. */
+  final case class SharedTopologyCase(
+      name: String,
+      processor: String,
+      sources: Seq[(String, Seq[Num])],
+      expected: Seq[(Int, Long, String, Long)])
+
+  private lazy val casesFile = new com.fasterxml.jackson.databind.ObjectMapper()
+    .readTree(getClass.getResourceAsStream("/processor_cases.json"))
+
+  import scala.jdk.CollectionConverters._
+  private def list(node: com.fasterxml.jackson.databind.JsonNode) = node.elements().asScala.toSeq
+
+  /** [key, value, seconds, partition] rows, offsets numbered per partition in list order. */
+  private def records(node: com.fasterxml.jackson.databind.JsonNode): Seq[Num] = {
+    val offsets = mutable.Map.empty[Int, Long].withDefaultValue(0L)
+    list(node).map { r =>
+      val partition = r.get(3).asInt()
+      val offset = offsets(partition)
+      offsets(partition) = offset + 1
+      num(r.get(0).asText(), r.get(1).asLong(), r.get(2).asDouble(), partition, offset)
+    }
+  }
+
+  private def expectedRows(node: com.fasterxml.jackson.databind.JsonNode) =
+    list(node).map(e => (e.get(0).asInt(), e.get(1).asLong(), e.get(2).asText(), e.get(3).asLong()))
+
+  lazy val sharedCases: Seq[SharedCase] = list(casesFile.get("cases")).map { c =>
+    SharedCase(
+      c.get("name").asText(),
+      c.get("processor").asText(),
+      c.get("batch").asBoolean(),
+      list(c.get("split")).map(_.asInt()),
+      records(c.get("records")),
+      expectedRows(c.get("expected"))
+    )
+  }
+
+  lazy val sharedTopologyCases: Seq[SharedTopologyCase] = list(casesFile.get("topology_cases")).map { c =>
+    SharedTopologyCase(
+      c.get("name").asText(),
+      c.get("processor").asText(),
+      c.get("sources").fields().asScala.toSeq.map(e => e.getKey -> records(e.getValue)),
+      expectedRows(c.get("expected"))
+    )
   }
 
   final class Exploder extends Processor[String, Long] {
@@ -121,39 +182,71 @@ class ProcessorSpec extends SparkSuite {
         r.getAs[Int]("partition")))
   }
 
-  private val traced = Seq(5, 12, 13, 25, 47).zipWithIndex.map { case (s, i) =>
-    num("k", 0, s, partition = 0, offset = i)
+  private def sharedOp(processor: String): DataFrame => DataFrame = processor match {
+    case "tracer" => df => KStream(df).process(() => new Tracer, Seq(Stores.keyValue("counter"))).df
+    case "sum" => df => KStream(df).process(() => new Sum, Seq(Stores.keyValue("sums"))).df
   }
-  private val traceExpected = Seq(
-    "record" -> 5000,
-    "p10" -> 5000,
-    "p20" -> 5000,
-    "record" -> 12000,
-    "p10" -> 12000,
-    "record" -> 13000,
-    "record" -> 25000,
-    "p10" -> 25000,
-    "p20" -> 25000,
-    "record" -> 47000,
-    "p10" -> 47000,
-    "p20" -> 47000
-  )
-  private def trace(df: DataFrame) = KStream(df).process(() => new Tracer, name = "tracer").df
+  private def sorted(rows: Seq[(String, Long, Long, Int)]) =
+    rows.map { case (k, v, t, p) => (p, t, k, v) }.sortBy(r => (r._1, r._2, r._3, r._4))
 
-  test("stream-time punctuation fires in stream-time order: one micro-batch") {
-    assert(runNums(Seq(traced), trace).map(r => (r._1, r._2)) == traceExpected)
+  sharedCases.foreach { c =>
+    val op = sharedOp(c.processor)
+    if (c.batch) test(s"shared case '${c.name}': batch DataFrame") {
+      val out = op(spark.createDataFrame(c.records))
+        .collect()
+        .toSeq
+        .map(r =>
+          (
+            r.getAs[String]("key"),
+            r.getAs[Long]("value"),
+            r.getAs[Timestamp]("timestamp").getTime - Base,
+            r.getAs[Int]("partition")))
+      assert(sorted(out) == c.expected)
+    }
+    test(s"shared case '${c.name}': one micro-batch") {
+      assert(sorted(runNums(Seq(c.records), op)) == c.expected)
+    }
+    test(s"shared case '${c.name}': split ${c.split.mkString("+")}, a restart before each later batch") {
+      val bounds = c.split.scanLeft(0)(_ + _)
+      val batches = bounds.zip(bounds.tail).map { case (a, b) => c.records.slice(a, b) }
+      assert(sorted(runNums(batches, op, restartBefore = batches.indices.tail.toSet)) == c.expected)
+    }
   }
 
-  test("stream-time punctuation: one micro-batch per record, restart half-way") {
-    assert(
-      runNums(traced.map(Seq(_)), trace, restartBefore = Set(2)).map(r => (r._1, r._2)) ==
-        traceExpected)
+  sharedTopologyCases.foreach { c =>
+    test(s"shared topology case '${c.name}'") {
+      val collected = mutable.ArrayBuffer.empty[Row]
+      val inputs = c.sources.map { case (name, rs) =>
+        val input = MemoryStream[Num](Encoders.product[Num], spark)
+        input.addData(rs)
+        name -> input
+      }
+      val (processor, stores) = c.processor match {
+        case "tracer" => ((() => new Tracer): ProcessorSupplier[String, Long], Seq(Stores.keyValue("counter")))
+        case "sum" => ((() => new Sum): ProcessorSupplier[String, Long], Seq(Stores.keyValue("sums")))
+      }
+      val topology = inputs
+        .foldLeft(new Topology()) { case (t, (name, input)) => t.addSource(name, input.toDF()) }
+        .addProcessor("P", processor, stores, inputs.map(_._1): _*)
+        .addSink("K", (batch, _) => collected.synchronized { collected ++= batch.collect() }, "P")
+      val queries = topology.start(Files.createTempDirectory("kstreams-topology").toString)
+      try queries.foreach(_.processAllAvailable())
+      finally queries.foreach(_.stop())
+      val out = collected.toSeq.map(r =>
+        (
+          r.getAs[String]("key"),
+          r.getAs[Long]("value"),
+          r.getAs[Timestamp]("timestamp").getTime - Base,
+          r.getAs[Int]("partition")))
+      assert(sorted(out) == c.expected)
+    }
   }
 
   test("punctuation forwards carry the punctuation time, no offset") {
-    val out = KStream(spark.createDataFrame(traced)).process(() => new Tracer).df
-    val p20 = out.where("key = 'p20'").collect()
-    assert(p20.map(_.getAs[Timestamp]("timestamp").getTime - Base).toSeq == Seq(5000, 25000, 47000))
+    val traced = sharedCases.find(_.processor == "tracer").get.records
+    val out = sharedOp("tracer")(spark.createDataFrame(traced))
+    val p20 = out.where("key like 'p20@%'").collect()
+    assert(p20.map(_.getAs[Timestamp]("timestamp").getTime - Base).toSeq.sorted == Seq(5000, 25000, 47000))
     assert(p20.forall(_.isNullAt(p20.head.fieldIndex("offset"))))
   }
 
@@ -182,40 +275,6 @@ class ProcessorSpec extends SparkSuite {
         "tick" -> 9000L))
   }
 
-  // Seed 004's example: sums per key, forwarded on each 10 s of stream time, per partition.
-  private val words = Seq(
-    num("a", 1, 1, 0, 0),
-    num("a", 10, 2, 1, 0),
-    num("b", 2, 3, 0, 1),
-    num("a", 3, 11, 0, 2),
-    num("b", 1, 12, 0, 3),
-    num("c", 4, 15, 1, 1),
-    num("a", 5, 25, 0, 4))
-  private val sumsExpected = Seq(
-    ("a", 1L, 1000L, 0),
-    ("a", 4L, 11000L, 0),
-    ("b", 2L, 11000L, 0),
-    ("a", 9L, 25000L, 0),
-    ("b", 3L, 25000L, 0),
-    ("a", 10L, 2000L, 1),
-    ("a", 10L, 15000L, 1),
-    ("c", 4L, 15000L, 1))
-  private def sum(df: DataFrame) =
-    KStream(df).process(() => new Sum, stores = Seq(Stores.keyValue("sums"))).df
-  private def byPartition(rows: Seq[(String, Long, Long, Int)]) = rows.sortBy(r => (r._4, r._3, r._1))
-
-  test("word-count-style sums: one micro-batch") {
-    assert(byPartition(runNums(Seq(words), sum)) == sumsExpected)
-  }
-
-  test("word-count-style sums: one micro-batch per record") {
-    assert(byPartition(runNums(words.map(Seq(_)), sum)) == sumsExpected)
-  }
-
-  test("word-count-style sums: the store survives a restart") {
-    assert(byPartition(runNums(words.map(Seq(_)), sum, restartBefore = Set(3, 5))) == sumsExpected)
-  }
-
   test("a topology chains processors in one task and splits the output among its sinks") {
     val input = MemoryStream[Num](Encoders.product[Num], spark)
     val collected = mutable.Map.empty[String, mutable.ArrayBuffer[Row]]
@@ -223,6 +282,8 @@ class ProcessorSpec extends SparkSuite {
       collected.synchronized {
         collected.getOrElseUpdate(name, mutable.ArrayBuffer.empty) ++= batch.collect()
       }
+    val sumCase = sharedCases.find(_.processor == "sum").get
+    val words = sumCase.records
     val topology = new Topology()
       .addSource("SOURCE", input.toDF())
       .addProcessor("SUM", () => new Sum, Seq(Stores.keyValue("sums")), "SOURCE")
@@ -253,15 +314,15 @@ class ProcessorSpec extends SparkSuite {
         queries.foreach(_.processAllAvailable())
       }
     } finally queries.foreach(_.stop())
-    def rows(name: String) = byPartition(
+    def rows(name: String) = sorted(
       collected(name).toSeq.map(r =>
         (
           r.getAs[String]("key"),
           r.getAs[Long]("value"),
           r.getAs[Timestamp]("timestamp").getTime - Base,
           r.getAs[Int]("partition"))))
-    assert(rows("SUMS") == sumsExpected)
-    assert(rows("SCALED") == sumsExpected.map(r => r.copy(_2 = r._2 * 100)))
+    assert(rows("SUMS") == sumCase.expected)
+    assert(rows("SCALED") == sumCase.expected.map(r => r.copy(_4 = r._4 * 100)))
   }
 
   test("a processor that throws fails the query naming the processor, partition and offset") {
@@ -282,7 +343,7 @@ class ProcessorSpec extends SparkSuite {
   }
 
   test("usage errors name what is wrong") {
-    val df = spark.createDataFrame(traced)
+    val df = spark.createDataFrame(sharedCases.head.records)
     val noStore = intercept[Exception](KStream(df).process(() => new Sum).df.collect())
     assert(
       Iterator

@@ -7,7 +7,7 @@ import scala.util.control.NonFatal
 
 import kstreams._
 import org.apache.spark.sql.{DataFrame, Encoders, Row}
-import org.apache.spark.sql.functions.{col, timestamp_micros}
+import org.apache.spark.sql.functions.{col, lit, timestamp_micros, unix_micros}
 import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types._
 
@@ -39,19 +39,29 @@ private[kstreams] object ProcessorPlan {
       stores.map(_.name),
       children = Nil,
       sinks = Seq(null))
-    plan(df, columns, Seq(node), roots = Seq(0), stores, wallClock).drop(Sink)
+    plan(Seq(SourceSpec("input", df, columns, roots = Seq(0))), Seq(node), stores, wallClock).drop(Sink)
   }
 
-  /** Plans processors `nodes` (a DAG: `roots` read the input) on `df`; the result has a [[Sink]]
-    * column naming the sink of each forwarded row (null: the output of `KStream.process`). */
-  def plan(
-      df: DataFrame,
-      columns: StreamColumns,
-      nodes: Seq[NodeSpec],
-      roots: Seq[Int],
-      stores: Seq[StoreSpec],
-      wallClock: Boolean): DataFrame = {
-    SparkSessionChecks.requireStateStore(df)
+  /** Which source a row of several sources came from, and its place in that source. */
+  val SourceIndex = "__kstreams_source"
+  val SourceOrder = "__kstreams_source_order"
+
+  /** An input of a processor DAG: a DataFrame with record columns `columns`, read by `roots`. */
+  final case class SourceSpec(name: String, df: DataFrame, columns: StreamColumns, roots: Seq[Int])
+
+  /** Plans processors `nodes` (a DAG) on `sources`; the result has a [[Sink]] column naming the
+    * sink of each forwarded row (null: the output of `KStream.process`).
+    *
+    * Several sources (a sub-topology that reads more than one) are co-partitioned: their records
+    * meet in the task of their partition number and are taken in [[ArrivalOrder.merge]] order,
+    * the sources ordered by name; their key and value types must agree, and the result has the
+    * default column names. */
+  def plan(sources: Seq[SourceSpec], nodes: Seq[NodeSpec], stores: Seq[StoreSpec], wallClock: Boolean): DataFrame = {
+    val ordered = sources.sortBy(_.name) // equal timestamps: the source whose name sorts first goes first
+    val (df, columns) =
+      if (ordered.size == 1) (ordered.head.df, ordered.head.columns)
+      else (unionOfSources(ordered), StreamColumns(onNullTimestamp = ordered.head.columns.onNullTimestamp))
+    val roots = ordered.map(_.roots)
     val duplicates = stores.groupBy(_.name).collect { case (n, s) if s.size > 1 => n }
     if (duplicates.nonEmpty)
       throw new KStreamsException(s"store names must be unique; declared more than once: ${duplicates.mkString(", ")}")
@@ -75,9 +85,11 @@ private[kstreams] object ProcessorPlan {
       roots,
       stores,
       prepared.layout,
+      if (sources.size == 1) None else Some((schema.fieldIndex(SourceIndex), schema.fieldIndex(SourceOrder))),
       schema.fieldIndex(keyField.name),
       schema.fieldIndex(valueField.name),
-      if (topicIndex >= 0) Some(topicIndex) else None)
+      if (topicIndex >= 0) Some(topicIndex) else None
+    )
     val partitionName = columns.partition.getOrElse(StreamColumns.DefaultPartition)
     val offsetName = columns.offset.getOrElse(StreamColumns.DefaultOffset)
     val forwarded = StructType(
@@ -90,20 +102,53 @@ private[kstreams] object ProcessorPlan {
         StructField(offsetName, LongType, nullable = true)
       ))
     val timeMode = if (wallClock) TimeMode.ProcessingTime() else TimeMode.None()
-    val processed = prepared.grouped.transformWithState(runner, timeMode, OutputMode.Append())(Encoders.row(forwarded))
+    val processed = Stateful.transform(prepared.grouped, runner, timeMode)(Encoders.row(forwarded))
     processed.select(
       col(Sink),
-      col(ArrivalOrder.quote(keyField.name)),
-      col(ArrivalOrder.quote(valueField.name)),
+      col(HelperColumns.quote(keyField.name)),
+      col(HelperColumns.quote(valueField.name)),
       timestamp_micros(col(TimestampMicros)).as(columns.timestamp),
-      col(ArrivalOrder.quote(partitionName)),
-      col(ArrivalOrder.quote(offsetName))
+      col(HelperColumns.quote(partitionName)),
+      col(HelperColumns.quote(offsetName))
     )
+  }
+
+  /** `sources` in one DataFrame with the default column names, plus [[SourceIndex]] (the position
+    * in `sources`) and [[SourceOrder]] (the offset, or the timestamp without an offset column). */
+  private def unionOfSources(sources: Seq[SourceSpec]): DataFrame = {
+    val normalized = sources.zipWithIndex.map { case (s, i) =>
+      val resolved = s.columns.resolve(s.df)
+      Seq(s.columns.key -> "key", s.columns.value -> "value").foreach { case (n, what) =>
+        if (!s.df.columns.contains(n)) throw StreamColumns.missing(s.df, n, what)
+      }
+      val q = (name: String) => col(HelperColumns.quote(name))
+      val offset = resolved.offset.map(f => q(f.name).cast(LongType))
+      val hasTopic = s.df.schema.fields.exists(f => f.name == "topic" && f.dataType == StringType)
+      s.df.select(
+        q(s.columns.key).as("key"),
+        q(s.columns.value).as("value"),
+        q(s.columns.timestamp).as("timestamp"),
+        resolved.partition.map(f => q(f.name).cast(IntegerType)).getOrElse(lit(0)).as("partition"),
+        offset.getOrElse(lit(null).cast(LongType)).as("offset"),
+        (if (hasTopic) q("topic") else lit(null).cast(StringType)).as("topic"),
+        lit(i).as(SourceIndex),
+        offset.getOrElse(unix_micros(q(s.columns.timestamp))).as(SourceOrder)
+      )
+    }
+    val first = normalized.head.schema
+    normalized.zip(sources).tail.foreach { case (n, s) =>
+      Seq("key", "value").foreach { c =>
+        if (n.schema(c).dataType != first(c).dataType)
+          throw new KStreamsException(
+            s"sources must have the same key and value types: '${sources.head.name}' has $c " +
+              s"${first(c).dataType.simpleString}, '${s.name}' has ${n.schema(c).dataType.simpleString}")
+      }
+    }
+    normalized.reduce(_ unionByName _)
   }
 
   /** The arranged input for a Python processor, after the same checks as [[apply]]. */
   def pythonInput(df: DataFrame, columns: StreamColumns): DataFrame = {
-    SparkSessionChecks.requireStateStore(df)
     val resolved = columns.resolve(df)
     Seq(columns.key -> "key", columns.value -> "value").foreach { case (n, what) =>
       if (!df.columns.contains(n)) throw StreamColumns.missing(df, n, what)
@@ -122,9 +167,13 @@ private[kstreams] final case class NodeSpec(
     sinks: Seq[String])
 
 /** Key of a punctuation schedule in state: the node and the schedule's registration number. */
-final case class ScheduleKey(node: Int, number: Int)
+private[kstreams] final case class ScheduleKey(node: Int, number: Int)
 
 /** Runs user [[Processor]]s (a DAG of them) per input partition inside `transformWithState`.
+  *
+  * Python processors run on a port of this class (`python/kstreams_spark/_processor_runtime.py`):
+  * change the two together; the spec's examples run on both (`ProcessorSpec`,
+  * `tests/test_processor.py`).
   *
   * State of each partition (group), all in the RocksDB state store:
   *  - `streamTime`: the partition's stream time (micros);
@@ -134,9 +183,10 @@ final case class ScheduleKey(node: Int, number: Int)
   */
 private[kstreams] final class ProcessorRunner(
     nodes: Seq[NodeSpec],
-    roots: Seq[Int],
+    roots: Seq[Seq[Int]],
     stores: Seq[StoreSpec],
     layout: ArrivalOrder.Layout,
+    sourceColumns: Option[(Int, Int)],
     keyIndex: Int,
     valueIndex: Int,
     topicIndex: Option[Int])
@@ -166,11 +216,22 @@ private[kstreams] final class ProcessorRunner(
   }
 
   override def handleInputRows(group: Int, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
-    val order = new OrderCheck(layout)
     val task = taskFor(group, timerValues)
-    rows.flatMap { row =>
-      order.check(row)
-      task.process(row)
+    val ordered: Iterator[(Row, Int)] = sourceColumns match {
+      case None =>
+        val order = new OrderCheck(layout)
+        rows.map { row => order.check(row); (row, 0) }
+      case Some((sourceIndex, sourceOrder)) =>
+        // several sources: each in its own order, merged as one Kafka Streams task takes them
+        val bySource = rows.toSeq.groupBy(_.getInt(sourceIndex))
+        val queues = roots.indices.map(i => bySource.getOrElse(i, Nil).sortBy(_.getLong(sourceOrder)))
+        ArrivalOrder
+          .merge(queues, r => r.getLong(layout.timestampMicrosIndex))
+          .iterator
+          .map(r => (r, r.getInt(sourceIndex)))
+    }
+    ordered.flatMap { case (row, source) =>
+      task.process(row, roots(source))
       task.drain()
     } ++ {
       task.saveStreamTime()
@@ -260,7 +321,7 @@ private[kstreams] final class ProcessorRunner(
     def systemTimeMs: Long =
       if (startProcessingTimeMs >= 0) startProcessingTimeMs else System.currentTimeMillis()
 
-    def process(row: Row): Unit = {
+    def process(row: Row, roots: Seq[Int]): Unit = {
       val ts = row.getLong(layout.timestampMicrosIndex)
       if (ts > streamTimeMicros) { streamTimeMicros = ts; streamTimeChanged = true }
       currentTopic = topicIndex.map(i => row.getString(i)).orNull

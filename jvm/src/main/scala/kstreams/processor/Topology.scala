@@ -13,8 +13,8 @@ import org.apache.spark.sql.streaming.{StreamingQuery, Trigger}
   * Connected processors run together in one `transformWithState`: per input partition (a Kafka
   * Streams task), a forwarded record is handed to the children at once, depth first, as in Kafka
   * Streams. A sink is a function given each micro-batch's records for it (`key`, `value`,
-  * `timestamp`, `partition`, `offset`). In Scala a sub-topology reads one source (Python's
-  * `Topology` also merges several co-partitioned sources).
+  * `timestamp`, `partition`, `offset`). Several sources of one sub-topology are co-partitioned: a
+  * task takes their records merged by timestamp (`ProcessorPlan.plan`), as Python's `Topology`.
   *
   * {{{
   * val topology = new Topology()
@@ -26,17 +26,7 @@ import org.apache.spark.sql.streaming.{StreamingQuery, Trigger}
   * }}}
   */
 final class Topology {
-  private sealed trait Node { def name: String; def parents: Seq[String] }
-  private final case class Source(name: String, df: DataFrame, columns: StreamColumns) extends Node {
-    def parents: Seq[String] = Nil
-  }
-  private final case class ProcessorNode(
-      name: String,
-      supplier: ProcessorSupplier[Any, Any],
-      stores: Seq[StoreSpec],
-      parents: Seq[String])
-      extends Node
-  private final case class SinkNode(name: String, target: (DataFrame, Long) => Unit, parents: Seq[String]) extends Node
+  import Topology._
 
   private val nodes = mutable.LinkedHashMap.empty[String, Node]
 
@@ -173,10 +163,6 @@ final class Topology {
 
   private def plan(sub: Seq[Node], wallClock: Boolean): DataFrame = {
     val sources = sub.collect { case s: Source => s }
-    if (sources.size != 1)
-      throw new KStreamsException(
-        s"a Scala sub-topology reads one source, this one reads ${sources.map(_.name).mkString(", ")}; " +
-          "union the DataFrames into one source (or use Python's Topology, which merges them)")
     val processors = sub.collect { case p: ProcessorNode => p }
     if (processors.isEmpty) throw new KStreamsException(s"source '${sources.head.name}' feeds no processor")
     val index = processors.map(_.name).zipWithIndex.toMap
@@ -189,7 +175,12 @@ final class Topology {
         children = cs.collect { case c: ProcessorNode => index(c.name) },
         sinks = cs.collect { case k: SinkNode => k.name })
     }
-    val roots = children(sources.head.name).collect { case c: ProcessorNode => index(c.name) }
+    val inputs = sources.map(s =>
+      ProcessorPlan.SourceSpec(
+        s.name,
+        s.df,
+        s.columns,
+        children(s.name).collect { case c: ProcessorNode => index(c.name) }))
     val stores = processors
       .flatMap(_.stores)
       .groupBy(_.name)
@@ -201,9 +192,25 @@ final class Topology {
         same.head
       }
       .toSeq
-    ProcessorPlan
-      .plan(sources.head.df, sources.head.columns, specs, roots, stores, wallClock)
-      .withColumnRenamed(sources.head.columns.key, "key")
-      .withColumnRenamed(sources.head.columns.value, "value")
+    val planned = ProcessorPlan.plan(inputs, specs, stores, wallClock)
+    if (sources.size > 1) planned // already under the default names
+    else
+      planned
+        .withColumnRenamed(sources.head.columns.key, "key")
+        .withColumnRenamed(sources.head.columns.value, "value")
   }
+}
+
+private object Topology {
+  private sealed trait Node { def name: String; def parents: Seq[String] }
+  private final case class Source(name: String, df: DataFrame, columns: StreamColumns) extends Node {
+    def parents: Seq[String] = Nil
+  }
+  private final case class ProcessorNode(
+      name: String,
+      supplier: ProcessorSupplier[Any, Any],
+      stores: Seq[StoreSpec],
+      parents: Seq[String])
+      extends Node
+  private final case class SinkNode(name: String, target: (DataFrame, Long) => Unit, parents: Seq[String]) extends Node
 }
