@@ -315,11 +315,24 @@ def rows_of(collected):
     )
 
 
-def test_topology_errors():
+def test_topology_errors(spark, tmp_path):
+    """The graph's checks (the Scala TopologyGraph's, shared with the Scala Topology)."""
     with pytest.raises(KStreamsError, match="parent 'NOPE' is not in the topology"):
         Topology().add_processor("P", Sum, "NOPE")
     with pytest.raises(KStreamsError, match="needs Topology\\(kafka_options="):
         Topology().add_source("S", "words")
+    source = spark.readStream.schema(NUM_SCHEMA).json(str(tmp_path))
+    t = Topology().add_source("S", source).add_processor("P", Sum, "S").add_sink("K", print, "P")
+    with pytest.raises(KStreamsError, match="a node named 'P' was already added"):
+        t.add_processor("P", Sum, "S")
+    with pytest.raises(
+        KStreamsError, match="sink 'K2': parent 'S' is a source; a sink's parents must be processors"
+    ):
+        t.add_sink("K2", print, "S")
+    with pytest.raises(KStreamsError, match="'Q': parent 'K' is a sink, which has no output"):
+        t.add_processor("Q", Sum, "K")
+    with pytest.raises(KStreamsError, match="'Q' needs at least one parent"):
+        t.add_processor("Q", Sum)
 
 
 class WallTicker(Processor):

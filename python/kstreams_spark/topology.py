@@ -40,6 +40,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
 
+from kstreams_spark._jvm import door
 from kstreams_spark._processor_plan import check_stores, normalized_input, run, supplier_of
 from kstreams_spark._processor_runtime import FORWARD_TS, SINK, NodeSpec
 from kstreams_spark.errors import KStreamsError
@@ -50,13 +51,19 @@ SinkTarget = str | Callable[[DataFrame, int], None]
 
 @dataclass
 class _Node:
+    """What a node runs (its place in the graph is in the JVM's ``TopologyGraph``)."""
+
     kind: str  # "source", "processor" or "sink"
-    name: str
-    parents: list[str]
     source: Any = None  # source: a DataFrame or a topic name
     supplier: Any = None
     stores: list[str] = field(default_factory=list)
     target: Any = None
+
+
+def _name(name: Any) -> str:
+    if not isinstance(name, str) or not name:
+        raise KStreamsError(f"a node needs a non-empty name, got {name!r}")
+    return name
 
 
 class Topology:
@@ -69,6 +76,8 @@ class Topology:
     ``batch_id=<n>`` folder per micro-batch, rewritten if a batch is replayed) or a function
     ``(batch_df, batch_id)`` given each micro-batch's records for it.
     Sink rows have the columns ``key``, ``value``, ``timestamp``, ``partition``, ``offset``.
+    The graph (its checks, sub-topologies and ``describe()``) is the Scala ``Topology``'s, so it
+    needs an active Spark session.
 
     >>> class Upper(Processor):
     ...     def init(self, context): self.context = context
@@ -93,6 +102,15 @@ class Topology:
         value_type=None,
         **columns: str | None,
     ) -> None:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+        if spark is None:
+            raise KStreamsError(
+                "Topology needs an active Spark session; create it first "
+                "(kstreams_spark.configure_spark(SparkSession.builder).getOrCreate())"
+            )
+        self._graph = door(spark).topologyGraph()
         self._nodes: dict[str, _Node] = {}
         self._kafka_options = dict(kafka_options or {})
         self._key_type, self._value_type = key_type, value_type
@@ -106,25 +124,25 @@ class Topology:
                     f"source '{name}' names topic '{df_or_topic}', which needs "
                     "Topology(kafka_options={'kafka.bootstrap.servers': ...}); or pass a DataFrame"
                 )
-        elif not isinstance(df_or_topic, DataFrame):
+            label = f"topics: [{df_or_topic}]"
+        elif isinstance(df_or_topic, DataFrame):
+            label = "DataFrame"
+        else:
             raise KStreamsError(
                 f"source '{name}' must be a DataFrame or a topic name, got {type(df_or_topic).__name__}"
             )
-        return self._add(_Node("source", name, [], source=df_or_topic))
+        self._graph.addSource(_name(name), label)
+        self._nodes[name] = _Node("source", source=df_or_topic)
+        return self
 
     def add_processor(
         self, name: str, supplier: Any, *parents: str, stores: Sequence[StoreSpec] = ()
     ) -> Topology:
         """Adds a processor fed by the records its parents forward (or read, for sources)."""
-        return self._add(
-            _Node(
-                "processor",
-                name,
-                self._parents(name, parents),
-                supplier=supplier_of(supplier),
-                stores=check_stores(stores),
-            )
-        )
+        node = _Node("processor", supplier=supplier_of(supplier), stores=check_stores(stores))
+        self._graph.addProcessor(_name(name), node.stores, list(parents))
+        self._nodes[name] = node
+        return self
 
     def add_sink(self, name: str, target: SinkTarget, *parents: str) -> Topology:
         """Adds a sink writing what its parent processors forward to ``target``."""
@@ -133,82 +151,17 @@ class Topology:
                 f"sink '{name}' target must be a directory or a function "
                 f"(batch_df, batch_id), got {type(target).__name__}"
             )
-        node = _Node("sink", name, self._parents(name, parents), target=target)
-        for p in node.parents:
-            if self._nodes[p].kind != "processor":
-                raise KStreamsError(
-                    f"sink '{name}': parent '{p}' is a {self._nodes[p].kind}; a "
-                    "sink's parents must be processors"
-                )
-        return self._add(node)
-
-    def _add(self, node: _Node) -> Topology:
-        if not isinstance(node.name, str) or not node.name:
-            raise KStreamsError(f"a node needs a non-empty name, got {node.name!r}")
-        if node.name in self._nodes:
-            raise KStreamsError(f"a node named '{node.name}' was already added")
-        self._nodes[node.name] = node
+        label = target if isinstance(target, str) else getattr(target, "__name__", "function")
+        self._graph.addSink(_name(name), label, list(parents))
+        self._nodes[name] = _Node("sink", target=target)
         return self
 
-    def _parents(self, name: str, parents: Sequence[str]) -> list[str]:
-        if not parents:
-            raise KStreamsError(f"'{name}' needs at least one parent")
-        for p in parents:
-            if p not in self._nodes:
-                raise KStreamsError(
-                    f"'{name}': parent '{p}' is not in the topology (add parents "
-                    f"first); nodes: {', '.join(self._nodes) or 'none'}"
-                )
-            if self._nodes[p].kind == "sink":
-                raise KStreamsError(f"'{name}': parent '{p}' is a sink, which has no output")
-        return list(parents)
-
-    def _children(self, name: str) -> list[_Node]:
-        return [n for n in self._nodes.values() if name in n.parents]
-
-    def _sub_topologies(self) -> list[list[_Node]]:
-        """Connected components, in the order their first node was added."""
-        component: dict[str, int] = {}
-        groups: list[list[str]] = []
-        for node in self._nodes.values():
-            linked = sorted({component[p] for p in node.parents})
-            if not linked:
-                component[node.name] = len(groups)
-                groups.append([node.name])
-                continue
-            keep = linked[0]
-            for other in linked[1:]:
-                for n in groups[other]:
-                    component[n] = keep
-                groups[keep].extend(groups[other])
-                groups[other] = []
-            component[node.name] = keep
-            groups[keep].append(node.name)
-        order = list(self._nodes)
-        return [[self._nodes[n] for n in sorted(g, key=order.index)] for g in groups if g]
+    def _children(self, name: str, kind: str) -> list[str]:
+        return [c for c in self._graph.children(name) if self._nodes[c].kind == kind]
 
     def describe(self) -> str:
         """The DAG as text, in Kafka Streams' ``describe()`` layout; also printed."""
-        lines = ["Topologies:"]
-        for i, nodes in enumerate(self._sub_topologies()):
-            lines.append(f"   Sub-topology: {i}")
-            for n in nodes:
-                if n.kind == "source":
-                    what = f"topics: [{n.source}]" if isinstance(n.source, str) else "DataFrame"
-                    lines.append(f"    Source: {n.name} ({what})")
-                elif n.kind == "processor":
-                    lines.append(f"    Processor: {n.name} (stores: [{', '.join(n.stores)}])")
-                else:
-                    target = (
-                        n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "function")
-                    )
-                    lines.append(f"    Sink: {n.name} (target: {target})")
-                children = [c.name for c in self._children(n.name)]
-                if children:
-                    lines.append(f"      --> {', '.join(children)}")
-                if n.parents:
-                    lines.append(f"      <-- {', '.join(n.parents)}")
-        text = "\n".join(lines)
+        text = self._graph.describe()
         print(text)
         return text
 
@@ -222,13 +175,13 @@ class Topology:
         ``wall_clock=True`` enables wall-clock punctuation.
         """
         queries = []
-        subs = self._sub_topologies()
+        subs = self._graph.subTopologies()
         if not subs:
             raise KStreamsError("the topology is empty; add a source, processors and sinks")
-        for i, nodes in enumerate(subs):
-            plan = self._plan(nodes, wall_clock)
+        for i, names in enumerate(subs):
+            plan = self._plan(names, wall_clock)
             checkpoint = os.path.join(checkpoint_location, f"sub-topology-{i}")
-            sinks = {n.name: n.target for n in nodes if n.kind == "sink"}
+            sinks = {n: self._nodes[n].target for n in names if self._nodes[n].kind == "sink"}
             writer = plan.writeStream.option("checkpointLocation", checkpoint).foreachBatch(
                 _SinkWriter(sinks)
             )
@@ -237,35 +190,34 @@ class Topology:
             queries.append(writer.start())
         return queries
 
-    def _plan(self, nodes: list[_Node], wall_clock: bool) -> DataFrame:
+    def _plan(self, names: list[str], wall_clock: bool) -> DataFrame:
         from pyspark.sql import functions as F
 
         from kstreams_spark.kstream import KStream
 
-        sources = [n for n in nodes if n.kind == "source"]
-        processors = [n for n in nodes if n.kind == "processor"]
+        sources = [n for n in names if self._nodes[n].kind == "source"]
+        processors = [n for n in names if self._nodes[n].kind == "processor"]
         if not processors:
-            raise KStreamsError(f"source '{sources[0].name}' feeds no processor")
-        index = {n.name: i for i, n in enumerate(processors)}
+            raise KStreamsError(f"source '{sources[0]}' feeds no processor")
+        index = {n: i for i, n in enumerate(processors)}
         specs = [
             NodeSpec(
-                n.name,
-                n.supplier,
-                n.stores,
-                children=[index[c.name] for c in self._children(n.name) if c.kind == "processor"],
-                sinks=[c.name for c in self._children(n.name) if c.kind == "sink"],
+                n,
+                self._nodes[n].supplier,
+                self._nodes[n].stores,
+                children=[index[c] for c in self._children(n, "processor")],
+                sinks=self._children(n, "sink"),
             )
             for n in processors
         ]
         inputs, has_offset = [], True
         for s in sources:
-            df = s.source if isinstance(s.source, DataFrame) else self._read_topic(s.source)
-            normalized, offset = normalized_input(KStream(df, **self._columns), s.name)
+            source = self._nodes[s].source
+            df = source if isinstance(source, DataFrame) else self._read_topic(source)
+            normalized, offset = normalized_input(KStream(df, **self._columns), s)
             inputs.append(normalized)
             has_offset = has_offset and offset
-        source_children = {
-            s.name: [index[c.name] for c in self._children(s.name) if c.kind == "processor"] for s in sources
-        }
+        source_children = {s: [index[c] for c in self._children(s, "processor")] for s in sources}
         fields = {f.name: f for f in inputs[0].schema.fields}
         processed = run(
             inputs,

@@ -67,6 +67,9 @@ private[kstreams] object PythonAPI {
 
   // ---- the processor API's Python runtime, and tools
 
+  /** The graph of a Python `Topology`: the one implementation of its checks and `describe()`. */
+  def topologyGraph(): processor.TopologyGraph = new processor.TopologyGraph
+
   /** The input of a Python processor (`KStream.process` in Python): rows grouped by input
     * partition in arrival order, with the helper columns of `ArrivalOrder.arranged`; checks the
     * columns and the session like the Scala `process`. */

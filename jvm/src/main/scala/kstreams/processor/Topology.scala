@@ -1,6 +1,7 @@
 package kstreams.processor
 
 import scala.collection.mutable
+import scala.jdk.CollectionConverters._
 
 import kstreams.{KStreamsException, StreamColumns}
 import org.apache.spark.sql.DataFrame
@@ -28,15 +29,18 @@ import org.apache.spark.sql.streaming.{StreamingQuery, Trigger}
 final class Topology {
   import Topology._
 
-  private val nodes = mutable.LinkedHashMap.empty[String, Node]
+  private val graph = new TopologyGraph
+  private val sources = mutable.HashMap.empty[String, (DataFrame, StreamColumns)]
+  private val processors = mutable.HashMap.empty[String, (ProcessorSupplier[Any, Any], Seq[StoreSpec])]
+  private val sinks = mutable.HashMap.empty[String, SinkTarget]
 
   /** Adds a source reading a streaming DataFrame with record columns named as in `columns`. */
-  def addSource(name: String, df: DataFrame, columns: StreamColumns = StreamColumns()): Topology =
-    add(
-      Source(
-        name,
-        Option(df).getOrElse(throw new KStreamsException(s"source '$name' needs a DataFrame, got null")),
-        columns))
+  def addSource(name: String, df: DataFrame, columns: StreamColumns = StreamColumns()): Topology = {
+    if (df == null) throw new KStreamsException(s"source '$name' needs a DataFrame, got null")
+    graph.addSource(name, "DataFrame")
+    sources(name) = (df, columns)
+    this
+  }
 
   /** Adds a processor fed by what its parents forward (or read, for sources). */
   def addProcessor[K, V](name: String, supplier: ProcessorSupplier[K, V], parents: String*): Topology =
@@ -49,91 +53,20 @@ final class Topology {
       stores: Seq[StoreSpec],
       parents: String*): Topology = {
     if (supplier == null) throw new KStreamsException(s"processor '$name' needs a supplier")
-    add(ProcessorNode(name, supplier.asInstanceOf[ProcessorSupplier[Any, Any]], stores, checkedParents(name, parents)))
+    graph.addProcessor(name, stores.map(_.name).asJava, parents.asJava)
+    processors(name) = (supplier.asInstanceOf[ProcessorSupplier[Any, Any]], stores)
+    this
   }
 
   /** Adds a sink: `target(batch, batchId)` gets each micro-batch's records its parents forward. */
   def addSink(name: String, target: (DataFrame, Long) => Unit, parents: String*): Topology = {
-    val ps = checkedParents(name, parents)
-    ps.foreach(p =>
-      nodes(p) match {
-        case _: ProcessorNode =>
-        case _ =>
-          throw new KStreamsException(
-            s"sink '$name': parent '$p' is not a processor; a sink's parents must be processors")
-      })
-    add(SinkNode(name, target, ps))
-  }
-
-  private def add(node: Node): Topology = {
-    if (node.name == null || node.name.isEmpty)
-      throw new KStreamsException("a node needs a non-empty name")
-    if (nodes.contains(node.name))
-      throw new KStreamsException(s"a node named '${node.name}' was already added")
-    nodes(node.name) = node
+    graph.addSink(name, "function", parents.asJava)
+    sinks(name) = target
     this
   }
 
-  private def checkedParents(name: String, parents: Seq[String]): Seq[String] = {
-    if (parents.isEmpty) throw new KStreamsException(s"'$name' needs at least one parent")
-    parents.foreach { p =>
-      nodes.get(p) match {
-        case None =>
-          throw new KStreamsException(
-            s"'$name': parent '$p' is not in the topology " +
-              s"(add parents first); nodes: ${if (nodes.isEmpty) "none" else nodes.keys.mkString(", ")}")
-        case Some(_: SinkNode) =>
-          throw new KStreamsException(s"'$name': parent '$p' is a sink, which has no output")
-        case _ =>
-      }
-    }
-    parents
-  }
-
-  private def children(name: String): Seq[Node] = nodes.values.filter(_.parents.contains(name)).toSeq
-
-  /** Connected components, in the order their first node was added. */
-  private def subTopologies: Seq[Seq[Node]] = {
-    val component = mutable.HashMap.empty[String, Int]
-    val groups = mutable.ArrayBuffer.empty[mutable.ArrayBuffer[String]]
-    nodes.values.foreach { node =>
-      val linked = node.parents.map(component).distinct.sorted
-      if (linked.isEmpty) {
-        component(node.name) = groups.size
-        groups += mutable.ArrayBuffer(node.name)
-      } else {
-        val keep = linked.head
-        linked.tail.foreach { other =>
-          groups(other).foreach(n => component(n) = keep)
-          groups(keep) ++= groups(other)
-          groups(other).clear()
-        }
-        component(node.name) = keep
-        groups(keep) += node.name
-      }
-    }
-    val order = nodes.keys.toIndexedSeq
-    groups.filter(_.nonEmpty).map(g => g.sortBy(order.indexOf).map(nodes).toSeq).toSeq
-  }
-
   /** The DAG as text, in Kafka Streams' `describe()` layout. */
-  def describe(): String = {
-    val lines = mutable.ArrayBuffer("Topologies:")
-    subTopologies.zipWithIndex.foreach { case (sub, i) =>
-      lines += s"   Sub-topology: $i"
-      sub.foreach { n =>
-        lines += (n match {
-          case s: Source => s"    Source: ${s.name} (DataFrame)"
-          case p: ProcessorNode => s"    Processor: ${p.name} (stores: [${p.stores.map(_.name).mkString(", ")}])"
-          case k: SinkNode => s"    Sink: ${k.name} (target: function)"
-        })
-        val cs = children(n.name).map(_.name)
-        if (cs.nonEmpty) lines += s"      --> ${cs.mkString(", ")}"
-        if (n.parents.nonEmpty) lines += s"      <-- ${n.parents.mkString(", ")}"
-      }
-    }
-    lines.mkString("\n")
-  }
+  def describe(): String = graph.describe()
 
   /** Starts one streaming query per sub-topology (checkpoint under
     * `checkpointLocation/sub-topology-<i>`) and returns them, running. */
@@ -141,19 +74,19 @@ final class Topology {
       checkpointLocation: String,
       trigger: Trigger = Trigger.ProcessingTime(0L),
       wallClock: Boolean = false): Seq[StreamingQuery] = {
-    val subs = subTopologies
+    val subs = graph.subTopologies().asScala.map(_.asScala.toSeq).toSeq
     if (subs.isEmpty) throw new KStreamsException("the topology is empty; add a source, processors and sinks")
     subs.zipWithIndex.map { case (sub, i) =>
       val planned = plan(sub, wallClock)
-      val sinks = sub.collect { case k: SinkNode => k }
+      val subSinks = sub.filter(sinks.contains)
       planned.writeStream
         .option("checkpointLocation", s"$checkpointLocation/sub-topology-$i")
         .trigger(trigger)
         .foreachBatch { (batch: DataFrame, batchId: Long) =>
           batch.persist()
           try
-            sinks.foreach(k =>
-              k.target(batch.where(col(ProcessorPlan.Sink) === k.name).drop(ProcessorPlan.Sink), batchId))
+            subSinks.foreach(k =>
+              sinks(k)(batch.where(col(ProcessorPlan.Sink) === k).drop(ProcessorPlan.Sink), batchId))
           finally batch.unpersist()
           ()
         }
@@ -161,28 +94,26 @@ final class Topology {
     }
   }
 
-  private def plan(sub: Seq[Node], wallClock: Boolean): DataFrame = {
-    val sources = sub.collect { case s: Source => s }
-    val processors = sub.collect { case p: ProcessorNode => p }
-    if (processors.isEmpty) throw new KStreamsException(s"source '${sources.head.name}' feeds no processor")
-    val index = processors.map(_.name).zipWithIndex.toMap
-    val specs = processors.map { p =>
-      val cs = children(p.name)
+  private def plan(sub: Seq[String], wallClock: Boolean): DataFrame = {
+    val subSources = sub.filter(sources.contains)
+    val subProcessors = sub.filter(processors.contains)
+    if (subProcessors.isEmpty) throw new KStreamsException(s"source '${subSources.head}' feeds no processor")
+    val index = subProcessors.zipWithIndex.toMap
+    def childProcessors(name: String) = graph.children(name).asScala.toSeq.filter(processors.contains).map(index)
+    val specs = subProcessors.map { p =>
       NodeSpec(
-        p.name,
-        p.supplier,
-        p.stores.map(_.name),
-        children = cs.collect { case c: ProcessorNode => index(c.name) },
-        sinks = cs.collect { case k: SinkNode => k.name })
+        p,
+        processors(p)._1,
+        processors(p)._2.map(_.name),
+        children = childProcessors(p),
+        sinks = graph.children(p).asScala.toSeq.filter(sinks.contains))
     }
-    val inputs = sources.map(s =>
-      ProcessorPlan.SourceSpec(
-        s.name,
-        s.df,
-        s.columns,
-        children(s.name).collect { case c: ProcessorNode => index(c.name) }))
-    val stores = processors
-      .flatMap(_.stores)
+    val inputs = subSources.map { s =>
+      val (df, columns) = sources(s)
+      ProcessorPlan.SourceSpec(s, df, columns, childProcessors(s))
+    }
+    val stores = subProcessors
+      .flatMap(p => processors(p)._2)
       .groupBy(_.name)
       .values
       .map { same =>
@@ -193,24 +124,14 @@ final class Topology {
       }
       .toSeq
     val planned = ProcessorPlan.plan(inputs, specs, stores, wallClock)
-    if (sources.size > 1) planned // already under the default names
-    else
-      planned
-        .withColumnRenamed(sources.head.columns.key, "key")
-        .withColumnRenamed(sources.head.columns.value, "value")
+    if (subSources.size > 1) planned // already under the default names
+    else {
+      val columns = sources(subSources.head)._2
+      planned.withColumnRenamed(columns.key, "key").withColumnRenamed(columns.value, "value")
+    }
   }
 }
 
 private object Topology {
-  private sealed trait Node { def name: String; def parents: Seq[String] }
-  private final case class Source(name: String, df: DataFrame, columns: StreamColumns) extends Node {
-    def parents: Seq[String] = Nil
-  }
-  private final case class ProcessorNode(
-      name: String,
-      supplier: ProcessorSupplier[Any, Any],
-      stores: Seq[StoreSpec],
-      parents: Seq[String])
-      extends Node
-  private final case class SinkNode(name: String, target: (DataFrame, Long) => Unit, parents: Seq[String]) extends Node
+  type SinkTarget = (DataFrame, Long) => Unit
 }

@@ -293,4 +293,7 @@ private[kstreams] final case class CompactRecord(
 /** What a compact processor emits: a forwarded record's payload (reason null, count 1), or the
   * number of records it dropped for a reason (payload null). The field names are
   * [[HelperColumns.Dropped]] and [[HelperColumns.DroppedCount]], which [[Stateful.runCounted]] reads. */
-private[kstreams] final case class CompactOutput(payload: Array[Byte], __kstreams_dropped: String, __kstreams_count: Long)
+private[kstreams] final case class CompactOutput(
+    payload: Array[Byte],
+    __kstreams_dropped: String,
+    __kstreams_count: Long)
