@@ -128,7 +128,7 @@ def test_sequence_dedup_seed_example(spark, tmp_path, mode):
 
 
 def test_sequence_dedup_incident_over_several_partitions(spark, tmp_path):
-    """Seed 001's incident on three partitions: ids 1..7 sent, the producer fails, 4..11 are sent
+    """A producer retry on three partitions (spec section 4): ids 1..7 sent, the producer fails, 4..11 are sent
     again after the failure; each partition keeps its own high-water mark."""
     records = []
     for p in range(3):

@@ -1,4 +1,4 @@
-"""The runtime of Python processors: a port of ``kstreams.processor.ProcessorRunner`` (Scala).
+"""The runtime of Python processors: a port of ``kstreams.internal.runner.ProcessorRunner`` (Scala).
 
 The two runtimes must behave the same (delivery order, stream time, punctuation, errors): change
 them together, and the shared examples (``tests/test_processor.py``, ``ProcessorSpec``) keep them

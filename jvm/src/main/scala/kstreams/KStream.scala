@@ -223,7 +223,7 @@ final class KStream(val df: DataFrame, val columns: StreamColumns) {
       stores: Seq[processor.StoreSpec] = Nil,
       name: String = null,
       wallClock: Boolean = false): KStream =
-    withDf(processor.ProcessorPlan(df, columns, supplier, stores, name, wallClock))
+    withDf(internal.runner.ProcessorPlan(df, columns, supplier, stores, name, wallClock))
 
   private def dedupByKey(intervalMicros: Long): KStream = {
     val key = columns.keyField(df)

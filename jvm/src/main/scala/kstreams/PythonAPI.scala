@@ -5,6 +5,7 @@ import org.apache.spark.sql.{Column, DataFrame}
 import kstreams.internal.aggregate.Aggregate
 import kstreams.internal.dedup.DedupCaches
 import kstreams.internal.plan.HelperColumns
+import kstreams.internal.runner.{ProcessorPlan, TopologyGraph}
 
 /** The JVM door of the Python package (`kstreams_spark._jvm`), and only what a py4j call cannot
   * express by itself. Python calls the public API ([[KStream]], [[KGroupedStream]], [[KTable]],
@@ -68,12 +69,12 @@ private[kstreams] object PythonAPI {
   // ---- the processor API's Python runtime, and tools
 
   /** The graph of a Python `Topology`: the one implementation of its checks and `describe()`. */
-  def topologyGraph(): processor.TopologyGraph = new processor.TopologyGraph
+  def topologyGraph(): TopologyGraph = new TopologyGraph
 
   /** The input of a Python processor (`KStream.process` in Python): rows grouped by input
     * partition in arrival order, with the helper columns of `ArrivalOrder.arranged`; checks the
     * columns and the session like the Scala `process`. */
-  def processorInput(ks: KStream): DataFrame = processor.ProcessorPlan.pythonInput(ks.df, ks.columns)
+  def processorInput(ks: KStream): DataFrame = ProcessorPlan.pythonInput(ks.df, ks.columns)
 
   /** Frees the dedup maps kept in this JVM (the driver's; in local mode every task's), returning
     * the bytes they held; see `DedupCaches.clear`. */

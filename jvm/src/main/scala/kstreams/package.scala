@@ -17,7 +17,7 @@
   * | aggregations and their timestamps (5, KIP-258/259) | [[KGroupedStream]], [[TimeWindows]], [[SessionWindows]] | `internal/aggregate/Aggregate` |
   * | stream-stream joins (5) | [[KStream]]`.join`, [[JoinWindows]] | `internal/join/StreamJoin`, `JoinKind` |
   * | tables, emit on change (6, KIP-557), table-table joins (5) | [[KTable]] | `internal/table/TableSource`, `TableJoin` |
-  * | processor API (7, KIP-28) | `kstreams.processor` | `kstreams.processor.ProcessorRunner` |
+  * | processor API (7, KIP-28) | `kstreams.processor` (`Processor`, `Topology`...) | `internal/runner/ProcessorRunner` (`ProcessorPlan`), `TopologyGraph` |
   * | state, eviction (8) | | `internal/state/Sweeper`, `internal/plan/ArrivalOrder` (`StreamTimes`) |
   * | Python | the types above, called from `kstreams_spark` | `PythonAPI` (what py4j cannot express) |
   */

@@ -4,6 +4,7 @@ import scala.collection.mutable
 import scala.jdk.CollectionConverters._
 
 import kstreams.{KStreamsException, StreamColumns}
+import kstreams.internal.runner.{NodeSpec, ProcessorPlan, TopologyGraph}
 import org.apache.spark.sql.DataFrame
 import org.apache.spark.sql.functions.col
 import org.apache.spark.sql.streaming.{StreamingQuery, Trigger}

@@ -1,15 +1,15 @@
-package kstreams.processor
+package kstreams
+package internal
+package runner
 
 import java.util.{List => JList}
 
 import scala.collection.mutable
 import scala.jdk.CollectionConverters._
 
-import kstreams.KStreamsException
-
 /** The graph of a topology: node names, kinds and parents, the checks on adding a node, the
   * connected sub-topologies and the `describe()` text. The one implementation, used by the Scala
-  * [[Topology]] and by Python's (`kstreams_spark.topology`, through py4j, hence the Java lists);
+  * [[kstreams.processor.Topology]] and by Python's (`kstreams_spark.topology`, through py4j, hence the Java lists);
   * each keeps only what its nodes run (DataFrames, processor suppliers, sink targets). */
 private[kstreams] final class TopologyGraph {
   import TopologyGraph._

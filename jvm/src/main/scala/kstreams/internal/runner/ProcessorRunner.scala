@@ -1,17 +1,19 @@
-package kstreams.processor
+package kstreams
+package internal
+package runner
 
 import java.time.Duration
 
 import scala.collection.mutable
 import scala.util.control.NonFatal
 
-import kstreams._
 import org.apache.spark.sql.{DataFrame, Encoders, Row}
 import org.apache.spark.sql.functions.{col, lit, timestamp_micros, unix_micros}
 import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types._
 
 import kstreams.internal.plan._
+import kstreams.processor._
 
 /** Plans `KStream.process`: the input in arrival order, grouped by input partition (one group =
   * one Kafka Streams task), through a [[ProcessorRunner]] in `transformWithState`.
