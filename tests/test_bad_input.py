@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 import pytest
-from kstreams_spark import JoinWindows, KStream, KStreamsError, TimeWindows
+from kstreams_spark import JoinWindows, KStream, KStreamsError, SessionWindows, TimeWindows
 from pyspark.sql import functions as F
 from streams import SCHEMA, Rec, StreamRun, batch_df, with_offsets
 
@@ -96,6 +96,14 @@ def test_id_column_that_does_not_exist(spark, df):
         KStream(df).deduplicate("nope", "10 s")
 
 
+def test_id_expression_with_a_syntax_error_quotes_the_parser(spark, df):
+    with pytest.raises(KStreamsError) as e:
+        KStream(df).deduplicate(F.expr("value +* 1"), "10 s")
+    message = str(e.value)
+    assert "does not resolve on this DataFrame" in message
+    assert "Spark said: [PARSE_SYNTAX_ERROR] Syntax error at or near" in message
+
+
 def test_id_column_of_another_dataframe(spark, df):
     other = spark.range(3).withColumnRenamed("id", "other_id")
     with pytest.raises(KStreamsError, match="does not resolve on this DataFrame"):
@@ -159,6 +167,37 @@ def test_null_timestamps_can_be_skipped_and_counted(spark, tmp_path):
         if name.startswith("kstreams_null_timestamps")
     ]
     assert sum(counts) == 2
+
+
+@pytest.mark.parametrize(
+    "operator",
+    [
+        lambda s: s.deduplicate_by_key("10 s"),
+        lambda s: s.deduplicate("value", "10 s"),
+        lambda s: s.deduplicate_by_sequence(F.lit(1)),
+        lambda s: s.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace("1 minute")).distinct(),
+        lambda s: s.group_by_key().count().to_stream(),
+    ],
+    ids=["deduplicate_by_key", "deduplicate", "deduplicate_by_sequence", "windowed_distinct", "count"],
+)
+def test_null_offset_fails_naming_column_and_partition(spark, operator):
+    records = with_offsets([Rec("a", 1, partition=4), Rec("b", 2, partition=4)])
+    rows = [
+        (r.key, r.value, r.timestamp(), r.partition, None if i == 1 else r.offset)
+        for i, r in enumerate(records)
+    ]
+    df = spark.createDataFrame(rows, SCHEMA)
+    with pytest.raises(Exception) as e:
+        operator(KStream(df)).df.collect()
+    assert "null offset in column 'offset' at partition 4" in str(e.value)
+    assert "offset=None" in str(e.value)
+
+
+def test_interval_and_window_checks(spark, df):
+    with pytest.raises(KStreamsError, match="interval '999999999999 weeks' is too long"):
+        KStream(df).deduplicate_by_key("999999999999 weeks")
+    with pytest.raises(KStreamsError, match="session inactivity gap must be positive"):
+        KStream(df).group_by_key().windowed_by(SessionWindows.of_inactivity_gap_with_no_grace("0 s"))
 
 
 def _join_with_bs(s):

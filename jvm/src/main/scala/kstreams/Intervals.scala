@@ -47,6 +47,7 @@ object Intervals {
     }.sum
     if (!total.isWhole)
       throw new KStreamsException(s"interval '$text' is finer than a microsecond, the precision of Spark timestamps")
+    if (!total.isValidLong) throw tooLong(text)
     total.toLongExact
   }
 
@@ -54,8 +55,13 @@ object Intervals {
   def micros(d: Duration): Long = {
     if (d == null) throw new KStreamsException("interval is null; give e.g. Duration.ofSeconds(10)")
     if (d.isNegative) throw new KStreamsException(s"interval must not be negative, got $d")
-    Math.addExact(Math.multiplyExact(d.getSeconds, 1000000L), (d.getNano / 1000).toLong)
+    try Math.addExact(Math.multiplyExact(d.getSeconds, 1000000L), (d.getNano / 1000).toLong)
+    catch { case _: ArithmeticException => throw tooLong(d.toString) }
   }
+
+  private def tooLong(text: String) = new KStreamsException(
+    s"interval '$text' is too long: in microseconds (the precision of Spark timestamps) it must fit " +
+      "in a long, about 292,000 years")
 
   private def unparsable(text: String) = new KStreamsException(
     s"cannot read interval '$text': use a number and a unit, e.g. \"10 seconds\", \"100 ms\", " +

@@ -287,7 +287,7 @@ object KStream {
         throw new KStreamsException(
           s"the $what expression $id does not resolve on this DataFrame (is it a column of another " +
             s"DataFrame or session?); available columns: ${df.schema.fieldNames.mkString(", ")}. " +
-            s"Spark said: ${e.getMessage.linesIterator.next()}",
+            s"Spark said: ${KStreamsException.sparkSays(e)}",
           e
         )
     }

@@ -11,3 +11,11 @@ package kstreams
   * }}}
   */
 class KStreamsException(message: String, cause: Throwable = null) extends RuntimeException(message, cause)
+
+private[kstreams] object KStreamsException {
+
+  /** The first non-blank line of a Spark error: what to quote of it (a parse error's message
+    * starts with a blank line). */
+  def sparkSays(e: Throwable): String =
+    Option(e.getMessage).iterator.flatMap(_.linesIterator).map(_.trim).find(_.nonEmpty).getOrElse(e.getClass.getName)
+}

@@ -9,12 +9,16 @@ import java.time.Duration
   */
 final case class SessionWindows private (gapMicros: Long, graceMicros: Long)
 object SessionWindows {
-  def ofInactivityGapWithNoGrace(gap: Duration): SessionWindows =
-    new SessionWindows(Intervals.micros(gap), 0L)
-  def ofInactivityGapWithNoGrace(gap: String): SessionWindows =
-    new SessionWindows(Intervals.micros(gap), 0L)
+  def ofInactivityGapWithNoGrace(gap: Duration): SessionWindows = of(Intervals.micros(gap), 0L)
+  def ofInactivityGapWithNoGrace(gap: String): SessionWindows = of(Intervals.micros(gap), 0L)
   def ofInactivityGapAndGrace(gap: Duration, grace: Duration): SessionWindows =
-    new SessionWindows(Intervals.micros(gap), Intervals.micros(grace))
+    of(Intervals.micros(gap), Intervals.micros(grace))
   def ofInactivityGapAndGrace(gap: String, grace: String): SessionWindows =
-    new SessionWindows(Intervals.micros(gap), Intervals.micros(grace))
+    of(Intervals.micros(gap), Intervals.micros(grace))
+
+  // Kafka Streams refuses a zero gap too (SessionWindows: "Gap time cannot be zero or negative")
+  private def of(gap: Long, grace: Long): SessionWindows = {
+    if (gap <= 0) throw new KStreamsException("session inactivity gap must be positive, got 0")
+    new SessionWindows(gap, grace)
+  }
 }

@@ -27,5 +27,18 @@ class IntervalsSpec extends AnyFunSuite {
     assert(
       intercept[KStreamsException](Intervals.micros(Duration.ofSeconds(-1))).getMessage
         .contains("must not be negative"))
+    assert(message("999999999999 weeks").contains("interval '999999999999 weeks' is too long"))
+    assert(
+      intercept[KStreamsException](Intervals.micros(Duration.ofDays(Long.MaxValue / 86400 / 2))).getMessage
+        .contains("is too long"))
+  }
+
+  test("windows refuse what Kafka Streams refuses") {
+    assert(
+      intercept[KStreamsException](SessionWindows.ofInactivityGapWithNoGrace("0 s")).getMessage ==
+        "session inactivity gap must be positive, got 0")
+    assert(
+      intercept[KStreamsException](TimeWindows.ofSizeAndGrace("10 s", "-1 s")).getMessage
+        .contains("must not be negative"))
   }
 }

@@ -65,7 +65,7 @@ private[kstreams] object Aggregate {
         throw new KStreamsException(
           s"the $what of $operator does not resolve over the aggregate (${aggType.simpleString}) and " +
             s"the ${if (what == "adder") "value" else "other aggregate"} (${secondType.simpleString}): " +
-            e.getMessage.linesIterator.next(),
+            KStreamsException.sparkSays(e),
           e
         )
     }

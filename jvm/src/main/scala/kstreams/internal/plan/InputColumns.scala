@@ -17,7 +17,8 @@ import kstreams.internal.plan.HelperColumns.quote
   *                        without its null-timestamp records when the stream skips them
   * @param partition       the input partition as an int (0 without a partition column; null stays
   *                        null, see [[checkedPartition]])
-  * @param offset          the offset as a long, if the stream has an offset column
+  * @param offset          the offset as a long, if the stream has an offset column; a null fails
+  *                        the query naming the column and partition
   * @param timestampMicros the timestamp in microseconds; a null fails the query naming the column,
   *                        partition and offset, unless the operator needs no timestamp
   */
@@ -25,6 +26,7 @@ private[kstreams] final case class InputColumns(
     df: DataFrame,
     partition: Column,
     offset: Option[Column],
+    private val rawOffset: Option[Column],
     timestampMicros: Column,
     private val partitionName: Option[String]) {
 
@@ -43,7 +45,7 @@ private[kstreams] final case class InputColumns(
       .otherwise(partition)
 
   /** `partition 3, offset 42` as a column, for errors raised inside Catalyst. */
-  def where: Column = InputColumns.where(partition, offset)
+  def where: Column = InputColumns.where(partition, rawOffset)
 }
 
 private[kstreams] object InputColumns {
@@ -61,7 +63,20 @@ private[kstreams] object InputColumns {
       case Some(f) => col(quote(f.name)).cast(IntegerType)
       case None => lit(0)
     }
-    val offset = resolved.offset.map(f => col(quote(f.name)).cast(LongType))
+    val rawOffset = resolved.offset.map(f => col(quote(f.name)).cast(LongType))
+    // a null offset fails, naming where: without it the record has no place in its partition
+    val offset = resolved.offset.map { f =>
+      when(
+        col(quote(f.name)).isNull,
+        raise_error(
+          concat(
+            lit(s"null offset in column '${f.name}' at partition "),
+            coalesce(partition.cast(StringType), lit("null")),
+            lit("; fix the source, or pass offset=None (Scala: StreamColumns(offset = None)) to order " +
+              "each partition's records by timestamp")
+          ))
+      ).otherwise(col(quote(f.name)).cast(LongType))
+    }
     val failOnNull = resolved.timestampRequired && resolved.names.onNullTimestamp == NullTimestamps.Fail
     val tsMicros = tsName match {
       case Some(name) if failOnNull =>
@@ -70,7 +85,7 @@ private[kstreams] object InputColumns {
           raise_error(
             concat(
               lit(s"null timestamp in column '$name' at "),
-              where(partition, offset),
+              where(partition, rawOffset),
               lit("; fix the producer, or pass on_null_timestamp='skip' (Scala: NullTimestamps.Skip) " +
                 "to skip and count such records")
             ))
@@ -82,6 +97,7 @@ private[kstreams] object InputColumns {
       prepared(df, resolved, watermarkDelayMicros),
       partition,
       offset,
+      rawOffset,
       tsMicros,
       resolved.partition.map(_.name))
   }
