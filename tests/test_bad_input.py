@@ -193,6 +193,19 @@ def test_null_offset_fails_naming_column_and_partition(spark, operator):
     assert "offset=None" in str(e.value)
 
 
+def test_column_names_must_be_names(spark, df):
+    with pytest.raises(
+        KStreamsError, match=r"key must name a column of the DataFrame, got Column .*withColumn"
+    ):
+        KStream(df, key=F.col("key"))
+    with pytest.raises(
+        KStreamsError, match="offset must name a column of the DataFrame \\(or be None\\), got int 3"
+    ):
+        KStream(df, offset=3)
+    with pytest.raises(KStreamsError, match="on_null_timestamp must be 'fail' or 'skip', got 'drop'"):
+        KStream(df, on_null_timestamp="drop")
+
+
 def test_interval_and_window_checks(spark, df):
     with pytest.raises(KStreamsError, match="interval '999999999999 weeks' is too long"):
         KStream(df).deduplicate_by_key("999999999999 weeks")

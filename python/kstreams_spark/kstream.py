@@ -60,6 +60,17 @@ class KStream:
     ) -> None:
         if not isinstance(df, DataFrame):
             raise KStreamsError(f"KStream needs a pyspark DataFrame, got {type(df).__name__}")
+        names = dict(key=key, value=value, timestamp=timestamp, partition=partition, offset=offset)
+        for what, name in names.items():
+            if not (isinstance(name, str) or (name is None and what in ("partition", "offset"))):
+                hint = " (select or withColumn the expression first)" if isinstance(name, Column) else ""
+                raise KStreamsError(
+                    f"{what} must name a column of the DataFrame"
+                    f"{' (or be None)' if what in ('partition', 'offset') else ''}, "
+                    f"got {type(name).__name__} {name!r}{hint}"
+                )
+        if not isinstance(on_null_timestamp, str):
+            raise KStreamsError(f"on_null_timestamp must be 'fail' or 'skip', got {on_null_timestamp!r}")
         self._df = df
         self._names = dict(
             key=key,
