@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 import pytest
-from kstreams_spark import JoinWindows, KStream, KStreamsError, SessionWindows, TimeWindows
+from kstreams_spark import JoinWindows, KStream, KStreamsError, Processor, SessionWindows, TimeWindows
 from pyspark.sql import functions as F
 from streams import SCHEMA, Rec, StreamRun, batch_df, with_offsets
 
@@ -43,6 +43,54 @@ def test_wrong_partition_type(spark, df):
     bad = df.withColumn("partition", F.lit("zero"))
     with pytest.raises(KStreamsError, match="partition column 'partition' has type string"):
         KStream(bad).deduplicate_by_key("10 s")
+
+
+class _Upper(Processor):
+    def init(self, context):
+        self.context = context
+
+    def process(self, record):
+        self.context.forward(record.key, record.value.upper())
+
+
+EVERY_OPERATOR = {
+    "deduplicate_by_key": lambda s: s.deduplicate_by_key("10 s"),
+    "deduplicate_by_key_value": lambda s: s.deduplicate_by_key_value("value", "10 s"),
+    "deduplicate": lambda s: s.deduplicate("value", "10 s"),
+    "deduplicate_by_sequence": lambda s: s.deduplicate_by_sequence(F.lit(1)),
+    "tumbling_distinct": lambda s: (
+        s.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace("1 minute")).distinct()
+    ),
+    "session_distinct": lambda s: (
+        s.group_by_key().windowed_by(SessionWindows.of_inactivity_gap_with_no_grace("1 minute")).distinct()
+    ),
+    "count": lambda s: s.group_by_key().count(),
+    "reduce": lambda s: s.group_by_key().reduce(lambda agg, v: F.concat(agg, v)),
+    "windowed_aggregate": lambda s: (
+        s.group_by_key()
+        .windowed_by(TimeWindows.of_size_with_no_grace("1 minute"))
+        .aggregate(F.lit(0), lambda agg, v: agg + 1)
+    ),
+    "to_table": lambda s: s.to_table(),
+    "join": lambda s: s.join(s, lambda a, b: a, JoinWindows.of_time_difference_with_no_grace("1 s")),
+    "table_join": lambda s: s.to_table().join(s.to_table(), lambda a, b: a),
+    "process": lambda s: s.process(_Upper),
+}
+NEEDS_TIMESTAMP = set(EVERY_OPERATOR) - {"deduplicate_by_sequence"}
+NEEDS_KEY = set(EVERY_OPERATOR) - {"deduplicate", "deduplicate_by_sequence"}  # they judge by id, sequence
+
+
+@pytest.mark.parametrize("operator", sorted(EVERY_OPERATOR))
+def test_every_operator_names_a_missing_or_mistyped_column(spark, df, operator):
+    op = EVERY_OPERATOR[operator]
+    if operator in NEEDS_KEY:
+        with pytest.raises(KStreamsError, match="no key column 'user'.*available columns: key, value"):
+            op(KStream(df, key="user"))
+    with pytest.raises(KStreamsError, match="partition column 'partition' has type string"):
+        op(KStream(df.withColumn("partition", F.lit("zero"))))
+    if operator in NEEDS_TIMESTAMP:
+        with pytest.raises(KStreamsError, match="timestamp column 'timestamp' has type string"):
+            op(KStream(df.withColumn("timestamp", F.col("timestamp").cast("string"))))
 
 
 def test_map_key_is_refused(spark, df):
