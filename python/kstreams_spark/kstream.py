@@ -324,7 +324,7 @@ class KStream:
         return self._stream_join(other, joiner, windows, "outerJoin")
 
     def _stream_join(self, other: KStream, joiner, windows: JoinWindows, method: str) -> KStream:
-        what = {"join": "inner", "leftJoin": "left", "outerJoin": "outer"}[method]
+        what = JOIN_KINDS[method]
         if not isinstance(other, KStream):
             raise KStreamsError(f"{what} join takes a KStream, got {type(other).__name__}")
         if not isinstance(windows, JoinWindows):
@@ -410,6 +410,18 @@ def _interval(interval: Interval) -> str:
     )
 
 
+def _check_intervals(*intervals: Interval | None) -> None:
+    """Checks the types of a window's intervals when it is built (None: no grace); the values are
+    checked by the Scala factories when the windows are used."""
+    for interval in intervals:
+        if interval is not None:
+            _interval(interval)
+
+
+# The Scala join methods, by the kind of join they are (for error messages).
+JOIN_KINDS = {"join": "inner", "leftJoin": "left", "outerJoin": "outer"}
+
+
 def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
@@ -440,7 +452,7 @@ class TimeWindows:
     """
 
     def __init__(self, size: Interval, grace: Interval | None) -> None:
-        _interval(size), grace is None or _interval(grace)  # the types, at once
+        _check_intervals(size, grace)
         self.size, self.grace = size, grace
 
     @staticmethod
@@ -470,7 +482,7 @@ class SessionWindows:
     """
 
     def __init__(self, gap: Interval, grace: Interval | None) -> None:
-        _interval(gap), grace is None or _interval(grace)
+        _check_intervals(gap, grace)
         self.gap, self.grace = gap, grace
 
     @staticmethod
@@ -638,7 +650,7 @@ class JoinWindows:
     """
 
     def __init__(self, time_difference: Interval, grace: Interval | None) -> None:
-        _interval(time_difference), grace is None or _interval(grace)
+        _check_intervals(time_difference, grace)
         self.time_difference, self.grace = time_difference, grace
 
     @staticmethod

@@ -6,7 +6,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 
 from kstreams_spark._jvm import JavaObject, door, python_dataframe
 from kstreams_spark.errors import KStreamsError
-from kstreams_spark.kstream import KeyValueFunction, KStream, joined_column
+from kstreams_spark.kstream import JOIN_KINDS, KeyValueFunction, KStream, joined_column
 
 
 class KTable:
@@ -60,7 +60,7 @@ class KTable:
 
     def _join(self, other: KTable, joiner, method: str) -> KTable:
         if not isinstance(other, KTable):
-            what = {"join": "inner", "leftJoin": "left", "outerJoin": "outer"}[method]
+            what = JOIN_KINDS[method]
             raise KStreamsError(f"a table {what} join takes a KTable, got {type(other).__name__}")
         joined = door(self._spark).function2(joined_column(self._spark, joiner))
         return KTable._from_java(getattr(self._j, method)(other._j, joined), self._spark)
