@@ -31,6 +31,19 @@ JVM_OPTS = [
 ]
 
 
+def _cluster_id() -> str:
+    """A random KRaft cluster id: 22 url-safe base64 characters of a UUID.
+
+    One that starts with "-" is drawn again, as Kafka's own `Uuid.randomUuid` does: the storage
+    tool's argument parser would read it as an option ("--cluster-id: expected one argument"),
+    which failed about one broker start in 64.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode()[:22]
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -98,7 +111,7 @@ class KafkaBroker:
                     ]
                 )
             )
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode()[:22]
+        cluster_id = _cluster_id()
         java = ["java", *JVM_OPTS, "-cp", _classpath()]
         fmt = subprocess.run(
             [*java, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", config],
