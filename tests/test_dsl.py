@@ -383,6 +383,31 @@ def test_emit_on_change_metric_total_and_rate(spark, tmp_path):
     assert sorted(observed) == [0, 0, 0, 0, 1]
 
 
+def test_merge_of_two_tables_streams_keeps_both_metrics(spark, tmp_path):
+    """Spark refuses two different observed metrics of one name in a query; merge renames the other
+    side's (``kstreams_to_table_2``) so both tables can feed one sink."""
+
+    def op(df):
+        left = KStream(df.where("key = 'A'")).to_table().to_stream()
+        right = KStream(df.where("key = 'B'")).to_table().to_stream()
+        return left.merge(right).df
+
+    run = StreamRun(spark, str(tmp_path), op)
+    run.add_batch(with_offsets(EMIT))
+    run.run()
+    assert table_rows(run.output(), "value") == [
+        ("A", "1", 9),
+        ("A", "1", 10),
+        ("B", "2", 11),
+        ("B", "3", 13),
+    ]
+    metrics = operator_metrics(run.progress)
+    assert metrics["kstreams_to_table"]["forwarded"] == 2
+    assert metrics["kstreams_to_table"]["idempotent-updates-dropped"] == 1
+    assert metrics["kstreams_to_table_2"]["forwarded"] == 2
+    assert metrics["kstreams_to_table_2"]["idempotent-updates-dropped"] == 0
+
+
 # ---- results carry the watermark: event-time operators can follow in the same query ----
 
 

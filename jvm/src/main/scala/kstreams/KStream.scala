@@ -4,6 +4,7 @@ import java.time.Duration
 
 import org.apache.spark.sql.{Column, DataFrame, Row, SparkSession}
 import org.apache.spark.sql.functions._
+import org.apache.spark.sql.kstreams.ObservedNames
 import org.apache.spark.sql.streaming.DataStreamWriter
 import org.apache.spark.sql.types._
 
@@ -150,7 +151,10 @@ final class KStream(val df: DataFrame, val columns: StreamColumns) {
       throw new KStreamsException(
         s"merge needs streams with the same columns; this has ${df.columns.mkString(", ")}, " +
           s"the other has ${other.df.columns.mkString(", ")}")
-    withDf(df.unionByName(other.df))
+    // Both sides may carry a kstreams metric of the same name (two `toTable` results): Spark
+    // refuses a union of different metrics with one name, so the other side's are renamed.
+    val Seq(left, right) = ObservedNames.distinct(Seq(df, other.df))
+    withDf(left.unionByName(right))
   }
 
   /** The records as Spark's Kafka sink wants them for `topic`: `key` and `value` (strings or
