@@ -14,6 +14,9 @@ KAFKA_CONNECTOR_DIR := python/kstreams_spark/jars/kafka
 KAFKA_CONNECTOR := $(KAFKA_CONNECTOR_DIR)/.fetched
 KAFKA_BROKER := .tools/kafka-broker/.fetched
 SCALA_SRC := $(shell find jvm/src/main -name '*.scala' 2>/dev/null)
+SCALA_TEST_SRC := $(shell find jvm/src/test -name '*.scala' 2>/dev/null)
+# The Scala processor the Python crash test runs (tests/crash.py), from the sbt test classes.
+CRASH_PROCESSORS := jvm/target/scala-2.13/test-classes/kstreams/CrashProcessors.class
 SPARK_JARS = $(shell $(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
 # sbt reads only Maven Central (project/repositories); boot files stay in .tools.
 SBT = SPARK_JARS=$(SPARK_JARS) java -Xms512m -Xmx2g -Xss4m \
@@ -51,7 +54,11 @@ install: $(VENV)/.installed $(KAFKA_CONNECTOR)
 test-scala: $(JAR)
 	$(SBT) test
 
-test-python: install $(KAFKA_BROKER)
+$(CRASH_PROCESSORS): $(JAR) $(SCALA_TEST_SRC)
+	$(SBT) Test/compile
+	touch $@
+
+test-python: install $(KAFKA_BROKER) $(CRASH_PROCESSORS)
 	$(PY) -m pytest -q tests
 	# every example in the package's docstrings runs (namespace: python/conftest.py)
 	$(PY) -m pytest -q --doctest-modules python/kstreams_spark
@@ -83,6 +90,16 @@ fmt: $(VENV)/.deps $(SCALAFMT_CP)
 SEEDS ?= 0-199
 conformance: $(JAR)
 	KSTREAMS_CONFORMANCE_SEEDS="$(SEEDS)" $(SBT) "testOnly kstreams.conformance.ConformanceSpec"
+
+# The crash test (tests/test_crash.py, also part of test-python) as a longer soak: more kills on a
+# longer stream, e.g. `make test-crash CRASH_KILLS=20`.
+.PHONY: test-crash
+CRASH_KILLS ?= 9
+CRASH_EVENTS ?= 60
+CRASH_BATCHES ?= 6
+test-crash: install $(KAFKA_BROKER) $(CRASH_PROCESSORS)
+	CRASH_KILLS=$(CRASH_KILLS) CRASH_EVENTS=$(CRASH_EVENTS) CRASH_BATCHES=$(CRASH_BATCHES) \
+		$(PY) -m pytest -q -s tests/test_crash.py
 
 # Only the standalone-cluster test (also part of test-python): `pytest -m "not cluster"` skips it.
 .PHONY: test-cluster

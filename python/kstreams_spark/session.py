@@ -14,6 +14,10 @@ KAFKA_CONNECTOR_DIR = os.path.join(os.path.dirname(__file__), "jars", "kafka")
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+# Spark refuses to start a query whose checkpoint has no offset-log entry yet but a non-empty
+# offsets folder. A process killed while writing the first entry leaves exactly that (a hidden
+# ".0.<uuid>.tmp"), so the query could never restart; configure_spark turns the check off.
+VERIFY_EMPTY_CHECKPOINT_KEY = "spark.sql.streaming.verifyCheckpointDirectoryEmptyOnStart"
 
 
 def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
@@ -24,6 +28,10 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
     into ``spark.jars`` (which ships them to executors, also on a cluster); both keep any jars
     already configured, also those of ``spark-submit --jars``. Under spark-submit the driver's JVM
     is already running, so pass the kstreams jar there too (``--jars``) for the driver to see it.
+
+    It also sets ``spark.sql.streaming.verifyCheckpointDirectoryEmptyOnStart`` to false unless the
+    builder already sets it: with Spark's check on, a query killed while writing its first
+    offset-log entry never restarts (README, "Crash safety").
 
     >>> spark = configure_spark(SparkSession.builder.master("local[2]")).getOrCreate()
     """
@@ -37,11 +45,14 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
         paths = {urlparse(p).path if p.startswith("file:") else p for p in parts}
         return sep.join(parts + [j for j in jars if j not in paths])
 
-    return (
+    builder = (
         builder.config("spark.jars", appended("spark.jars", ","))
         .config("spark.driver.extraClassPath", appended("spark.driver.extraClassPath", ":"))
         .config(PROVIDER_KEY, ROCKSDB_PROVIDER)
     )
+    if VERIFY_EMPTY_CHECKPOINT_KEY not in options:
+        builder = builder.config(VERIFY_EMPTY_CHECKPOINT_KEY, "false")
+    return builder
 
 
 def kafka_connector_jars() -> list[str]:

@@ -272,13 +272,18 @@ object KStream {
   /** A KStream over `df` with the given column names. */
   def apply(df: DataFrame, columns: StreamColumns): KStream = new KStream(df, columns)
 
-  /** Sets on `builder` what the operators need: the RocksDB state store provider.
-    * (Python's `configure_spark` also puts the bundled jar on the classpath.)
+  /** Sets on `builder` what the operators need: the RocksDB state store provider, and
+    * `spark.sql.streaming.verifyCheckpointDirectoryEmptyOnStart=false`, without which a query
+    * killed while writing its first offset-log entry never restarts (README, "Crash safety"); a
+    * later `.config` of that key wins. (Python's `configure_spark` also puts the bundled jar on the
+    * classpath.)
     *
     * {{{ val spark = KStream.configure(SparkSession.builder().master("local[2]")).getOrCreate() }}}
     */
   def configure(builder: SparkSession.Builder): SparkSession.Builder =
-    builder.config(SparkSessionChecks.ProviderKey, SparkSessionChecks.RocksDBProvider)
+    builder
+      .config(SparkSessionChecks.ProviderKey, SparkSessionChecks.RocksDBProvider)
+      .config(SparkSessionChecks.VerifyEmptyCheckpointKey, "false")
 
   /** Checks that `id` resolves on `df` and returns its type, with an error that says what is
     * wrong if it does not. */

@@ -10,6 +10,11 @@ private[kstreams] object SparkSessionChecks {
   val RocksDBProvider =
     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
+  /** Spark refuses to start a query whose checkpoint has no offset-log entry yet but a non-empty
+    * offsets folder. A process killed while writing the first entry leaves exactly that (a hidden
+    * `.0.<uuid>.tmp`), so the query could never restart: `KStream.configure` turns the check off. */
+  val VerifyEmptyCheckpointKey = "spark.sql.streaming.verifyCheckpointDirectoryEmptyOnStart"
+
   /** `transformWithState` only runs on the RocksDB state store; say so before Spark fails late. */
   def requireStateStore(df: DataFrame): Unit = {
     val session = df.sparkSession

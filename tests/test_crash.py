@@ -1,0 +1,247 @@
+"""Crash safety of every stateful operator (tests/crash.py lists them): the operators run in a
+child process (tests/crash_job.py) that is killed with SIGKILL (its Python driver, its JVM and its
+Python workers: the whole process group) again and again, and restarted from the same checkpoints
+until the input is consumed.
+
+Inputs: one random at-least-once stream (duplicates, replays, out-of-order and late records, null
+keys, 3 partitions), read from JSON files and from a topic of a real Kafka broker.
+
+* Each Parquet sink (exactly-once) must hold exactly the rows of an uninterrupted run, operator by
+  operator, timestamps included: equal as multisets.
+* The Kafka sink (at-least-once) must hold every row of the uninterrupted run, and the rows it holds
+  more than once must all be rows of micro-batches that a kill cut short (planned, not committed);
+  the test counts them.
+* Kills: one at a random moment; the others land while a task that runs the stateful operators is
+  running, proven by the marker that task writes (tests/crash.py), "before" it pulls rows through
+  the operators or "after" they committed their state and half of its output went to the sink.
+
+``make test`` runs 3 kills on a small stream; ``make test-crash`` runs a longer soak
+(CRASH_KILLS, CRASH_EVENTS and CRASH_BATCHES set its size).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+from crash import OPERATORS, records, start_queries, with_offsets, write_files
+from kafka_broker import EndOffsets, produce, read_topic
+from kstreams_spark import KStream
+from pyspark.errors import StreamingQueryException
+from streams import Rec, StreamRun, forwarded
+from streams import with_offsets as numbered
+
+JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "crash_job.py")
+KILLS = int(os.environ.get("CRASH_KILLS", "3"))
+EVENTS = int(os.environ.get("CRASH_EVENTS", "24"))  # per partition, before duplicates
+BATCHES = int(os.environ.get("CRASH_BATCHES", "3"))
+QUERIES = ("file", "kafka", "kafka_sink")
+
+
+def batches(checkpoint: str, kind: str) -> list[int]:
+    """Batch ids with a file in ``checkpoint/kind`` (``offsets``: planned, ``commits``: done)."""
+    folder = os.path.join(checkpoint, kind)
+    return sorted(int(n) for n in os.listdir(folder) if n.isdigit()) if os.path.isdir(folder) else []
+
+
+def position(checkpoint: str) -> tuple[int, int]:
+    """(last planned batch, last committed batch), -1 for none."""
+    planned, committed = batches(checkpoint, "offsets"), batches(checkpoint, "commits")
+    return (planned[-1] if planned else -1, committed[-1] if committed else -1)
+
+
+def wait_for(condition, timeout: float, proc: subprocess.Popen):
+    """``condition()``'s first truthy value while ``proc`` runs, or None."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    return None
+
+
+def sink_batches(path: str) -> dict[str, int]:
+    """Parquet part file name -> the micro-batch that wrote it, from the file sink's log."""
+    out = {}
+    for log in glob.glob(os.path.join(path, "_spark_metadata", "*")):
+        name = os.path.basename(log)
+        if not name.isdigit():
+            continue
+        for line in open(log).read().splitlines()[1:]:
+            out[os.path.basename(json.loads(line)["path"])] = int(name)
+    return out
+
+
+def parquet_rows(spark, path: str) -> Counter:
+    """(operator, output row as JSON) -> how many times the sink holds it."""
+    return Counter((r["key"], r["value"]) for r in spark.read.parquet(path).collect())
+
+
+def rows_with_batch(spark, path: str) -> list[tuple[tuple, int]]:
+    """((operator, row), the micro-batch that wrote it) for every row of a Parquet sink."""
+    from pyspark.sql import functions as F
+
+    by_file = sink_batches(path)
+    rows = spark.read.parquet(path).withColumn("file", F.input_file_name()).collect()
+    return [((r["key"], r["value"]), by_file[os.path.basename(r["file"])]) for r in rows]
+
+
+def test_every_operator_survives_kill_9(spark, kafka, tmp_path):
+    rng = random.Random(16)
+    stored = with_offsets(records(EVENTS, seed=16))
+    topic, out_topic = kafka.create_topic("crash-in", 3), kafka.create_topic("crash-out", 3)
+    produce(kafka.bootstrap, topic, [(p, key, value, t) for p, _, key, value, t in stored])
+    assert [(r.partition, r.offset) for r in read_topic(kafka.bootstrap, topic)] == sorted(
+        (p, offset) for p, offset, *_ in stored
+    )
+    write_files(str(tmp_path / "in"), stored, BATCHES)
+    setup = {
+        "files": str(tmp_path / "in"),
+        "bootstrap": kafka.bootstrap,
+        "topic": topic,
+        "max_offsets": -(-len(stored) // BATCHES),
+    }
+
+    # the uninterrupted run, in this process
+    began = time.time()
+    clean_root = str(tmp_path / "clean")
+    for query in start_queries(spark, {**setup, "root": clean_root}, None).values():
+        query.awaitTermination()
+    clean = {name: parquet_rows(spark, os.path.join(clean_root, "out", name)) for name in QUERIES}
+    # Micro-batch boundaries differ between the sources, so may the outputs (records of several
+    # partitions meet in a micro-batch in timestamp order): each source has its own clean run.
+    assert {op for op, _ in clean["file"]} == {op for op, _ in clean["kafka"]} == set(OPERATORS)
+    sink_rows = rows_with_batch(spark, os.path.join(clean_root, "out", "kafka_sink"))
+    rows_in_batch = Counter(batch for _, batch in sink_rows)
+    batch_of: dict[tuple, set[int]] = {}
+    for row, batch in sink_rows:
+        batch_of.setdefault(row, set()).add(batch)
+    clean_seconds = time.time() - began
+
+    root, marker = str(tmp_path / "crashed"), str(tmp_path / "marker")
+    os.makedirs(marker)
+    setup_path = str(tmp_path / "setup.json")
+    json.dump({**setup, "root": root, "kafka_out": out_topic, "marker": marker}, open(setup_path, "w"))
+    checkpoints = {name: os.path.join(root, "checkpoint", name) for name in QUERIES}
+    topic_size = EndOffsets(kafka.bootstrap, out_topic)
+
+    def committed_all() -> bool:
+        return all(position(ck)[1] >= 0 for ck in checkpoints.values())
+
+    def marker_written():
+        path = os.path.join(marker, "running")
+        return json.load(open(path)) if os.path.exists(path) else None
+
+    # One kill at a random moment, then kills in the middle of a task; those wait until every query
+    # has committed a micro-batch, so that restarts also recover committed state. A kill "after" in the Kafka
+    # sink's query waits a little longer for other tasks of the micro-batch to write records.
+    points = [("before", "*"), ("after", "kafka_sink"), ("after", "file"), ("after", "kafka")]
+    plan = [("random", "")] + [points[i % len(points)] for i in range(KILLS - 1)] + [("final", "")]
+    runs = []
+    for i, (point, target) in enumerate(plan):
+        for f in glob.glob(os.path.join(marker, "*")):
+            os.remove(f)
+        size_before, committed_before = topic_size.total(), position(checkpoints["kafka_sink"])[1]
+        log = open(tmp_path / f"job-{i}.log", "w")
+        proc = subprocess.Popen(
+            [sys.executable, JOB, setup_path], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        start, inside = time.time(), None
+        if point == "random":
+            wait_for(lambda: False, rng.uniform(5, 25), proc)
+        elif point == "final":
+            proc.wait(timeout=900)
+        elif wait_for(committed_all, 300, proc):
+            with open(os.path.join(marker, "arm"), "w") as f:
+                f.write(f"{point} {target}")
+            inside = wait_for(marker_written, 300, proc)
+            if inside and target == "kafka_sink":
+                size = topic_size.total()
+                wait_for(lambda size=size: topic_size.total() > size, 10, proc)
+        killed = proc.poll() is None
+        if killed:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+        log.close()
+        assert proc.returncode == (-signal.SIGKILL if killed else 0), open(tmp_path / f"job-{i}.log").read()[
+            -3000:
+        ]
+        positions = {name: position(ck) for name, ck in checkpoints.items()}
+        if inside:  # the marked task's micro-batch was cut short
+            planned, committed = positions[inside["query"]]
+            assert planned >= inside["batch"] > committed, (inside, positions)
+        # what the Kafka sink wrote in this run beyond the micro-batches it committed
+        committed_rows = sum(
+            rows_in_batch[b] for b in range(committed_before + 1, positions["kafka_sink"][1] + 1)
+        )
+        aborted = topic_size.total() - size_before - committed_rows
+        runs.append(
+            {
+                "point": f"{point} {target}".strip(),
+                "killed": killed,
+                "seconds": round(time.time() - start, 1),
+                "inside": inside,
+                "kafka_sink_aborted_rows": aborted,
+                **positions,
+            }
+        )
+    topic_size.close()
+
+    kills = [r for r in runs if r["killed"]]
+    assert len(kills) >= min(3, KILLS), runs
+    assert any(k["inside"] for k in kills), f"no kill was proven to land inside a task: {runs}"
+    assert runs[-1]["kafka_sink_aborted_rows"] == 0, runs[-1]
+
+    # exactly-once sinks: the uninterrupted run's rows, no more, no fewer, for every operator
+    for name in ("file", "kafka"):
+        got = parquet_rows(spark, os.path.join(root, "out", name))
+        doubled = Counter(op for op, _ in (got - clean[name]).elements())
+        lost = Counter(op for op, _ in (clean[name] - got).elements())
+        assert got == clean[name], f"{name} source: rows doubled per operator {doubled}, lost {lost}"
+
+    # The Kafka sink: every row; the rows written more than once are as many as the runs that were
+    # killed wrote beyond what they committed, and all are rows of micro-batches cut short.
+    written = Counter((r.key.decode(), r.value.decode()) for r in read_topic(kafka.bootstrap, out_topic))
+    assert not clean["kafka_sink"] - written, f"lost: {list((clean['kafka_sink'] - written).items())[:5]}"
+    repeats = written - clean["kafka_sink"]
+    assert sum(repeats.values()) == sum(r["kafka_sink_aborted_rows"] for r in runs), (repeats, runs)
+    cut_short = {b for k in kills for b in range(k["kafka_sink"][1] + 1, k["kafka_sink"][0] + 1)}
+    outside = [row for row in repeats if not batch_of[row] & cut_short]
+    assert not outside, f"repeated rows of micro-batches that were not cut short: {outside[:5]}"
+    print(
+        f"\ncrash test: {len(stored)} input records, {len(OPERATORS)} operators, output rows "
+        f"{ {name: sum(c.values()) for name, c in clean.items()} }; clean runs {clean_seconds:.0f} s, "
+        f"all {time.time() - began:.0f} s; runs: {runs}; Parquet sinks lost 0 and doubled 0; Kafka sink "
+        f"lost 0, repeated {sum(repeats.values())} rows, all of cut-short micro-batches {sorted(cut_short)}"
+    )
+
+
+def test_a_query_killed_while_writing_its_first_offsets_restarts(spark, tmp_path):
+    """A kill while Spark writes the first offset-log entry leaves a hidden temporary file in
+    ``offsets/`` and no entry. Spark's check for a new checkpoint then refuses to start the query,
+    for good; configure_spark turns that check off, and the query starts from the beginning."""
+    run = StreamRun(spark, str(tmp_path), lambda df: KStream(df).deduplicate_by_key("10 seconds").df)
+    run.add_batch(numbered([Rec("a", 1), Rec("a", 2), Rec("b", 3)]))
+    offsets = tmp_path / "checkpoint" / "offsets"
+    offsets.mkdir(parents=True)
+    (offsets / ".0.5f2c1e0a-0d7e-4f63-9a57-0c8f4a1d2b3c.tmp").touch()  # what the kill left
+
+    key = "spark.sql.streaming.verifyCheckpointDirectoryEmptyOnStart"
+    assert spark.conf.get(key) == "false"
+    spark.conf.set(key, "true")  # Spark's default
+    try:
+        with pytest.raises(StreamingQueryException, match="STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY"):
+            run.run()
+    finally:
+        spark.conf.set(key, "false")
+    run.run()
+    assert forwarded(run.output()) == [("a", "v0"), ("b", "v2")]
