@@ -415,4 +415,10 @@ def test_wall_clock_punctuation_fires_on_processing_time(spark, tmp_path):
     assert slots[0] >= 1 and all(a < b for a, b in zip(slots, slots[1:], strict=False)), (registered, ticks)
     batches = batch_times(progress)
     assert all(any(start <= t <= start + took for start, took in batches) for t in ticks), (ticks, batches)
+    # and each tick comes in the first micro-batch at or after its slot (a longer interval would
+    # leave a whole micro-batch after the slot without a tick)
+    for i, t in enumerate(ticks):
+        due = registered[0] + (slots[i - 1] + 1 if i else 1) * 2000
+        missed = [(start, took) for start, took in batches if start >= due + 50 and start + took < t]
+        assert not missed, (registered, ticks, due, missed)
     assert all(o is None for k, _, o in got if k == "tick")
