@@ -3,7 +3,7 @@ pyspark wheel): the example app (examples/cluster_app.py) runs a streaming dedup
 windowed distinct with RocksDB state and checkpoints on a shared folder, one file per micro-batch.
 
 * As a plain Python driver (configure_spark ships the jar, no --jars), one worker and its executor
-  are killed (SIGKILL) mid-stream: tasks move to the other executor, which reloads the lost state
+  are killed (SIGKILL) mid-stream, while the executor runs a task (seen in its log): tasks move to the other executor, which reloads the lost state
   from the checkpoint, the queries complete and their Parquet sinks equal the local-mode result
   exactly (nothing lost, nothing doubled).
 * Through the wheel's ``bin/spark-submit --jars`` (a fresh worker replacing the killed one, all
@@ -174,11 +174,10 @@ def test_python_driver_survives_losing_a_worker_mid_stream(
         victim = standalone.worker_daemons[1]
         if killed or min(done) <= KILL_AFTER_BATCH:
             return
-        # best while its executor runs a task; at the latest once one more micro-batch committed
-        running = running_a_task(victim.work_dir)
-        if not running and min(done) <= KILL_AFTER_BATCH + 1:
+        # only while its executor runs a task (the stateful stages are most of the work)
+        if not running_a_task(victim.work_dir):
             return
-        killed.update(committed=done, running_a_task=running)
+        killed.update(committed=done)
         victim.kill()  # the worker and its executor, as when a machine dies
         killed["worker"] = victim.name
 
@@ -188,7 +187,7 @@ def test_python_driver_survives_losing_a_worker_mid_stream(
         kill_a_worker_mid_stream,
     )
 
-    assert killed, "the queries ended before a worker could be killed"
+    assert killed, "the queries ended before a worker could be killed while its executor ran a task"
     assert max(killed["committed"]) < FILES, f"a query had finished when the worker died: {killed}"
     assert summary["batches_with_data"] == {"dedup": FILES, "windowed": FILES}
     assert sink_rows(spark, root) == local_result, f"worker killed: {killed}"
