@@ -75,7 +75,7 @@ def records(events_per_partition: int, seed: int, keys: int = 6) -> list[tuple]:
     return sent
 
 
-def with_offsets(sent: list[tuple]) -> list[tuple]:
+def as_stored(sent: list[tuple]) -> list[tuple]:
     """``(partition, offset, key, value, timestamp_ms)``: the offsets a broker gives in send order."""
     next_offset: dict[int, int] = {}
     out = []
@@ -151,9 +151,15 @@ def _scala_processor(df: DataFrame) -> DataFrame:
     return DataFrame(spark._jvm.kstreams.CrashProcessors.dedupByKey(df._jdf), spark)
 
 
-def _sides(df: DataFrame) -> tuple[KStream, KStream]:
-    """Partition 0 joins the other partitions by key."""
-    return KStream(df.where("partition = 0")), KStream(df.where("partition <> 0"))
+def _stream_join(df: DataFrame) -> DataFrame:
+    """Partition 0 joins the other partitions by key (as do the tables below)."""
+    left, right = KStream(df.where("partition = 0")), KStream(df.where("partition <> 0"))
+    return left.join(right, _joiner, JoinWindows.of_time_difference_and_grace("2 seconds", "3 seconds")).df
+
+
+def _table_join(df: DataFrame) -> DataFrame:
+    left, right = KStream(df.where("partition = 0")), KStream(df.where("partition <> 0"))
+    return left.to_table().join(right.to_table(), _joiner).df
 
 
 def _add_length(agg, value):
@@ -197,12 +203,8 @@ OPERATORS: dict[str, Callable[[DataFrame], DataFrame]] = {
         .df
     ),
     "to_table": lambda df: KStream(df).map_values(field("n")).to_table().df,
-    "stream_stream_join": lambda df: (
-        _sides(df)[0]
-        .join(_sides(df)[1], _joiner, JoinWindows.of_time_difference_and_grace("2 seconds", "3 seconds"))
-        .df
-    ),
-    "table_table_join": lambda df: _sides(df)[0].to_table().join(_sides(df)[1].to_table(), _joiner).df,
+    "stream_stream_join": _stream_join,
+    "table_table_join": _table_join,
     "python_processor": lambda df: KStream(df).process(RunningCount, stores=[Stores.key_value("counts")]).df,
     "scala_processor": _scala_processor,
 }

@@ -32,12 +32,11 @@ import time
 from collections import Counter
 
 import pytest
-from crash import OPERATORS, records, start_queries, with_offsets, write_files
+from crash import OPERATORS, as_stored, records, start_queries, write_files
 from kafka_broker import EndOffsets, produce, read_topic
 from kstreams_spark import KStream
 from pyspark.errors import StreamingQueryException
-from streams import Rec, StreamRun, forwarded
-from streams import with_offsets as numbered
+from streams import Rec, StreamRun, forwarded, with_offsets
 
 JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "crash_job.py")
 KILLS = int(os.environ.get("CRASH_KILLS", "3"))
@@ -97,7 +96,7 @@ def rows_with_batch(spark, path: str) -> list[tuple[tuple, int]]:
 
 def test_every_operator_survives_kill_9(spark, kafka, tmp_path):
     rng = random.Random(16)
-    stored = with_offsets(records(EVENTS, seed=16))
+    stored = as_stored(records(EVENTS, seed=16))
     topic, out_topic = kafka.create_topic("crash-in", 3), kafka.create_topic("crash-out", 3)
     produce(kafka.bootstrap, topic, [(p, key, value, t) for p, _, key, value, t in stored])
     assert [(r.partition, r.offset) for r in read_topic(kafka.bootstrap, topic)] == sorted(
@@ -230,7 +229,7 @@ def test_a_query_killed_while_writing_its_first_offsets_restarts(spark, tmp_path
     ``offsets/`` and no entry. Spark's check for a new checkpoint then refuses to start the query,
     for good; configure_spark turns that check off, and the query starts from the beginning."""
     run = StreamRun(spark, str(tmp_path), lambda df: KStream(df).deduplicate_by_key("10 seconds").df)
-    run.add_batch(numbered([Rec("a", 1), Rec("a", 2), Rec("b", 3)]))
+    run.add_batch(with_offsets([Rec("a", 1), Rec("a", 2), Rec("b", 3)]))
     offsets = tmp_path / "checkpoint" / "offsets"
     offsets.mkdir(parents=True)
     (offsets / ".0.5f2c1e0a-0d7e-4f63-9a57-0c8f4a1d2b3c.tmp").touch()  # what the kill left
