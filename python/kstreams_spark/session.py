@@ -18,6 +18,13 @@ PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 # offsets folder. A process killed while writing the first entry leaves exactly that (a hidden
 # ".0.<uuid>.tmp"), so the query could never restart; configure_spark turns the check off.
 VERIFY_EMPTY_CHECKPOINT_KEY = "spark.sql.streaming.verifyCheckpointDirectoryEmptyOnStart"
+# With several watermark operators in a query (each kstreams operator on an input without a
+# watermark adds one), Spark's default "min" policy makes results depend on restarts: Spark keeps
+# each operator's watermark only in memory, and after a restart one that has seen no record since
+# counts as 0, holding the global watermark back where the uninterrupted run moved it on. "max"
+# is what Kafka Streams does (a task's stream time is the largest timestamp over its partitions),
+# and it gives a restarted query the watermarks of an uninterrupted one (README, "Crash safety").
+WATERMARK_POLICY_KEY = "spark.sql.streaming.multipleWatermarkPolicy"
 
 
 def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
@@ -29,9 +36,13 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
     already configured, also those of ``spark-submit --jars``. Under spark-submit the driver's JVM
     is already running, so pass the kstreams jar there too (``--jars``) for the driver to see it.
 
-    It also sets ``spark.sql.streaming.verifyCheckpointDirectoryEmptyOnStart`` to false unless the
-    builder already sets it: with Spark's check on, a query killed while writing its first
-    offset-log entry never restarts (README, "Crash safety").
+    Unless the builder already sets them, it also sets
+    ``spark.sql.streaming.verifyCheckpointDirectoryEmptyOnStart`` to false (with Spark's check on,
+    a query killed while writing its first offset-log entry never restarts) and
+    ``spark.sql.streaming.multipleWatermarkPolicy`` to ``max`` (the query's watermark follows
+    its most advanced input, as a Kafka Streams task's stream time does; under Spark's default
+    ``min``, a query with several watermarks gets other results after a restart). Both are in
+    README, "Crash safety"; a query keeps the policy it started with.
 
     >>> spark = configure_spark(SparkSession.builder.master("local[2]")).getOrCreate()
     """
@@ -50,8 +61,9 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
         .config("spark.driver.extraClassPath", appended("spark.driver.extraClassPath", ":"))
         .config(PROVIDER_KEY, ROCKSDB_PROVIDER)
     )
-    if VERIFY_EMPTY_CHECKPOINT_KEY not in options:
-        builder = builder.config(VERIFY_EMPTY_CHECKPOINT_KEY, "false")
+    for key, value in ((VERIFY_EMPTY_CHECKPOINT_KEY, "false"), (WATERMARK_POLICY_KEY, "max")):
+        if key not in options:
+            builder = builder.config(key, value)
     return builder
 
 

@@ -272,11 +272,13 @@ object KStream {
   /** A KStream over `df` with the given column names. */
   def apply(df: DataFrame, columns: StreamColumns): KStream = new KStream(df, columns)
 
-  /** Sets on `builder` what the operators need: the RocksDB state store provider, and
+  /** Sets on `builder` what the operators need: the RocksDB state store provider;
     * `spark.sql.streaming.verifyCheckpointDirectoryEmptyOnStart=false`, without which a query
-    * killed while writing its first offset-log entry never restarts (README, "Crash safety"); a
-    * later `.config` of that key wins. (Python's `configure_spark` also puts the bundled jar on the
-    * classpath.)
+    * killed while writing its first offset-log entry never restarts; and
+    * `spark.sql.streaming.multipleWatermarkPolicy=max`, so that the watermark follows the most
+    * advanced input as a Kafka Streams task's stream time does and a restarted query gets the
+    * watermarks of an uninterrupted one (README, "Crash safety"). A later `.config` of either key
+    * wins. (Python's `configure_spark` also puts the bundled jar on the classpath.)
     *
     * {{{ val spark = KStream.configure(SparkSession.builder().master("local[2]")).getOrCreate() }}}
     */
@@ -284,6 +286,7 @@ object KStream {
     builder
       .config(SparkSessionChecks.ProviderKey, SparkSessionChecks.RocksDBProvider)
       .config(SparkSessionChecks.VerifyEmptyCheckpointKey, "false")
+      .config(SparkSessionChecks.WatermarkPolicyKey, "max")
 
   /** Checks that `id` resolves on `df` and returns its type, with an error that says what is
     * wrong if it does not. */

@@ -15,6 +15,14 @@ private[kstreams] object SparkSessionChecks {
     * `.0.<uuid>.tmp`), so the query could never restart: `KStream.configure` turns the check off. */
   val VerifyEmptyCheckpointKey = "spark.sql.streaming.verifyCheckpointDirectoryEmptyOnStart"
 
+  /** With several watermark operators in a query (each operator on an input without a watermark
+    * adds one), Spark's default "min" policy makes results depend on restarts: Spark keeps each
+    * operator's watermark only in memory, and after a restart one that has seen no record since
+    * counts as 0, holding the global watermark back where the uninterrupted run moved it on. "max"
+    * is what Kafka Streams does (a task's stream time is the largest timestamp over its
+    * partitions), and it gives a restarted query the watermarks of an uninterrupted one. */
+  val WatermarkPolicyKey = "spark.sql.streaming.multipleWatermarkPolicy"
+
   /** `transformWithState` only runs on the RocksDB state store; say so before Spark fails late. */
   def requireStateStore(df: DataFrame): Unit = {
     val session = df.sparkSession
