@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 from kstreams_spark import JoinWindows, KStream, KStreamsError, Processor, SessionWindows, TimeWindows
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 from streams import SCHEMA, Rec, StreamRun, batch_df, with_offsets
 
@@ -200,6 +201,25 @@ def test_null_timestamp_fails_streaming_query_naming_partition_and_offset(spark,
         run.run()
     assert "null timestamp in column 'timestamp' at partition 3, offset 1" in str(e.value)
     assert "on_null_timestamp='skip'" in str(e.value)
+
+
+def test_a_checkpoint_restarted_under_another_operator_fails_naming_both(spark, tmp_path):
+    """Spark would start a windowed distinct from empty state (letting duplicates through); the
+    library refuses before the first micro-batch, naming the checkpoint's operator and the new one."""
+    run = StreamRun(spark, str(tmp_path), lambda d: KStream(d).deduplicate_by_key("10 s").df)
+    run.add_batch(with_offsets([Rec("a", 1)]))
+    run.run()
+    windows = TimeWindows.of_size_with_no_grace(timedelta(seconds=10))
+    run.op = lambda d: KStream(d).group_by_key().windowed_by(windows).distinct().df
+    run.add_batch([Rec("a", 2, offset=1, value="v1")])
+    with pytest.raises(StreamingQueryException) as e:
+        run.run()
+    assert (
+        "holds the state of kstreams operator #1 "
+        "deduplicate_by_key(partition=partition, interval=PT10S, key=key), but this query runs "
+        "windowed_distinct(partition=partition, size=PT10S, grace=PT0S, key=key) in its place"
+    ) in str(e.value)
+    assert [r["value"] for r in run.output().collect()] == ["v0"]  # nothing of the refused run
 
 
 def test_null_timestamps_can_be_skipped_and_counted(spark, tmp_path):

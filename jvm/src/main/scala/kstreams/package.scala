@@ -19,6 +19,7 @@
   * | tables, emit on change (6, KIP-557), table-table joins (5) | [[KTable]] | `internal/table/TableSource`, `TableJoin` |
   * | processor API (7, KIP-28) | `kstreams.processor` (`Processor`, `Topology`...) | `internal/runner/ProcessorRunner` (`ProcessorPlan`), `TopologyGraph` |
   * | state, eviction (8) | | `internal/state/Sweeper`, `internal/plan/ArrivalOrder` (`StreamTimes`) |
+  * | restarts: a checkpoint's operators (8) | [[KStream]]`.configure` | `internal/plan/OperatorDescriptor`, `CheckpointOperators` |
   * | Python | the types above, called from `kstreams_spark` | `PythonAPI` (what py4j cannot express) |
   */
 package object kstreams

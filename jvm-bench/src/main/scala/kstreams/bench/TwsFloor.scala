@@ -19,7 +19,13 @@ object TwsFloor {
     val resolved = columns.resolve(df)
     val (grouped, userSchema) = ArrivalOrder.prepareCompact(df, resolved, Seq(df.col(columns.key)), Some(10000000L))
     ArrivalOrder.unpack(
-      Stateful.runCounted(grouped, new PassThrough, TimeMode.EventTime(), "kstreams_tws_floor", Nil),
+      Stateful.runCounted(
+        grouped,
+        new PassThrough,
+        OperatorDescriptor("tws_floor"),
+        TimeMode.EventTime(),
+        "kstreams_tws_floor",
+        Nil),
       userSchema)
   }
 

@@ -93,9 +93,17 @@ private[kstreams] object Aggregate {
       case Tumbling(_) => fold.name + "_windowed"
       case Sessions(_) => fold.name + "_session_windowed"
     }
+    val descriptor = windowing match {
+      case Unwindowed => input.descriptor(name.stripPrefix("kstreams_"))
+      case Tumbling(w) =>
+        input.descriptor(name.stripPrefix("kstreams_")).interval("size", w.sizeMicros).interval("grace", w.graceMicros)
+      case Sessions(w) =>
+        input.descriptor(name.stripPrefix("kstreams_")).interval("gap", w.gapMicros).interval("grace", w.graceMicros)
+    }
     val finished = Stateful.run(
       input.grouped,
       processor,
+      descriptor,
       if (windowed) Stateful.eventTime(input.streaming) else TimeMode.None(),
       outputSchema,
       name,

@@ -29,9 +29,15 @@ private[kstreams] object Deduplicate {
     parts.foreach { case (name, c) =>
       StreamColumns.checkKeyType(s"dedup key part '$name'", df.select(c).schema.head.dataType)
     }
+    val descriptor = parts.foldLeft(
+      OperatorDescriptor
+        .arrivalOrder(metricName.stripPrefix("kstreams_"), resolved)
+        .interval("interval", intervalMicros)) { case (d, (name, c)) =>
+      d.expression(name, c)
+    }
     scope match {
-      case DedupScope.PerPartition => perPartition(df, resolved, parts, intervalMicros, metricName)
-      case DedupScope.Global => global(df, resolved, parts, intervalMicros, metricName)
+      case DedupScope.PerPartition => perPartition(df, resolved, parts, intervalMicros, metricName, descriptor)
+      case DedupScope.Global => global(df, resolved, parts, intervalMicros, metricName, descriptor)
     }
   }
 
@@ -41,7 +47,8 @@ private[kstreams] object Deduplicate {
       resolved: ResolvedColumns,
       parts: Seq[(String, Column)],
       intervalMicros: Long,
-      metricName: String): DataFrame = {
+      metricName: String,
+      descriptor: OperatorDescriptor): DataFrame = {
     val (grouped, userSchema) =
       ArrivalOrder.prepareSpread(df, resolved, parts.map(_._2), SpreadRecord.Groups, Some(intervalMicros))
     val processor = new GlobalDedupProcessor(
@@ -49,7 +56,7 @@ private[kstreams] object Deduplicate {
       hasOffset = resolved.offset.isDefined,
       useTimers = df.isStreaming,
       memorySetting = DedupCaches.memorySetting(df.sparkSession))
-    run(df, grouped, processor, userSchema, metricName)
+    run(df, grouped, processor, descriptor, userSchema, metricName)
   }
 
   /** By-key and by-key-value: state per input partition, in the time-bucketed compact processor. */
@@ -58,14 +65,15 @@ private[kstreams] object Deduplicate {
       resolved: ResolvedColumns,
       parts: Seq[(String, Column)],
       intervalMicros: Long,
-      metricName: String): DataFrame = {
+      metricName: String,
+      descriptor: OperatorDescriptor): DataFrame = {
     val (grouped, userSchema) = ArrivalOrder.prepareCompact(df, resolved, parts.map(_._2), Some(intervalMicros))
     val processor = new PerPartitionDedupProcessor(
       intervalMicros,
       hasOffset = resolved.offset.isDefined,
       useTimers = df.isStreaming,
       memorySetting = DedupCaches.memorySetting(df.sparkSession))
-    run(df, grouped, processor, userSchema, metricName)
+    run(df, grouped, processor, descriptor, userSchema, metricName)
   }
 
   /** Runs either dedup processor over its prepared input and unpacks the forwarded records into
@@ -74,12 +82,14 @@ private[kstreams] object Deduplicate {
       df: DataFrame,
       grouped: KeyValueGroupedDataset[Int, T],
       processor: StatefulProcessor[Int, T, CompactOutput],
+      descriptor: OperatorDescriptor,
       userSchema: StructType,
       metricName: String): DataFrame = {
     ArrivalOrder.unpack(
       Stateful.runCounted(
         grouped,
         processor,
+        descriptor,
         Stateful.eventTime(df.isStreaming),
         metricName,
         Seq(DropReasons.Duplicate)),

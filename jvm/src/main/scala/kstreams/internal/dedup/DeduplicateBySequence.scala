@@ -30,10 +30,12 @@ private[kstreams] object DeduplicateBySequence {
     Stateful.run(
       prepared.grouped,
       processor,
+      OperatorDescriptor.arrivalOrder("deduplicate_by_sequence", resolved).expression("sequence", sequence),
       TimeMode.None(),
       prepared.outputSchema(),
       "kstreams_deduplicate_by_sequence",
-      Seq(DropReasons.Duplicate))
+      Seq(DropReasons.Duplicate)
+    )
   }
 }
 

@@ -53,10 +53,15 @@ private[kstreams] object StreamJoin {
       .run(
         input.grouped,
         processor,
+        input
+          .descriptor(name.stripPrefix("kstreams_"))
+          .interval("time_difference", windows.timeDifferenceMicros)
+          .interval("grace", windows.graceMicros),
         Stateful.eventTime(input.streaming),
         outputSchema,
         name,
-        Seq(DropReasons.NullKey, DropReasons.NullValue))
+        Seq(DropReasons.NullKey, DropReasons.NullValue)
+      )
       .select(
         col(HelperColumns.Key).as(cols.key),
         joiner(col(HelperColumns.value(0)), col(HelperColumns.value(1))).as(cols.value),

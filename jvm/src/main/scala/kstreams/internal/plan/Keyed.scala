@@ -42,7 +42,15 @@ private[kstreams] object Keyed {
       keyField: StructField,
       valueTypes: Seq[DataType],
       watermarkDelayMs: Option[Long],
-      streaming: Boolean)
+      streaming: Boolean,
+      keyNames: Seq[String]) {
+
+    /** The operator's [[OperatorDescriptor]]: its grouping is each side's key column. */
+    def descriptor(operator: String): OperatorDescriptor =
+      keyNames.zipWithIndex.foldLeft(OperatorDescriptor(operator)) { case (d, (name, side)) =>
+        d.column(if (keyNames.size == 1) "key" else s"key$side", Some(name))
+      }
+  }
 
   /** One side: a stream and the value it contributes (default: its value column). */
   final case class SideInput(stream: KStream, value: Option[Column] = None)
@@ -95,7 +103,8 @@ private[kstreams] object Keyed {
       keyFields.head,
       valueTypes,
       delays.flatten.reduceOption(_ max _).orElse(defaultDelay),
-      streaming
+      streaming,
+      keyFields.map(_.name)
     )
   }
 

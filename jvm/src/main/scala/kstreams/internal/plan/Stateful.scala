@@ -10,8 +10,9 @@ import org.apache.spark.sql.types.{StringType, StructField, StructType}
 import kstreams.internal.plan.HelperColumns.{Dropped, DroppedCount}
 
 /** The one place a kstreams operator meets `transformWithState`: its time mode, output mode and
-  * encoder, and the counting of what the processor forwarded and dropped. (The RocksDB check comes
-  * earlier, with the input: [[InputColumns]].) */
+  * encoder, the counting of what the processor forwarded and dropped, and the check that a
+  * restarted query runs the operator its checkpoint was written by ([[OperatorDescriptor]]). (The
+  * RocksDB check comes earlier, with the input: [[InputColumns]].) */
 private[kstreams] object Stateful {
 
   /** Event-time timers on a streaming input. A batch input has no watermark; its processors close
@@ -24,12 +25,13 @@ private[kstreams] object Stateful {
   def run[K](
       grouped: KeyValueGroupedDataset[K, Row],
       processor: StatefulProcessor[K, Row, Row],
+      descriptor: OperatorDescriptor,
       timeMode: TimeMode,
       outputSchema: StructType,
       metricName: String,
       reasons: Seq[String]): DataFrame = {
     require(outputSchema.last.name == Dropped, s"the last output column must be $Dropped")
-    finish(transform(grouped, processor, timeMode)(Encoders.row(outputSchema)), metricName, reasons)
+    finish(transform(grouped, processor, descriptor, timeMode)(Encoders.row(outputSchema)), metricName, reasons)
   }
 
   /** Runs a processor that counts its drops itself ([[CompactOutput]]): like [[run]], the result
@@ -37,10 +39,12 @@ private[kstreams] object Stateful {
   def runCounted[K, V](
       grouped: KeyValueGroupedDataset[K, V],
       processor: StatefulProcessor[K, V, CompactOutput],
+      descriptor: OperatorDescriptor,
       timeMode: TimeMode,
       metricName: String,
       reasons: Seq[String]): DataFrame = {
-    val processed = transform(grouped, processor, timeMode)(Encoders.product[CompactOutput]).toDF()
+    val processed =
+      transform(grouped, processor, descriptor, timeMode)(Encoders.product[CompactOutput]).toDF()
     val dropped = col(Dropped)
     val counts = count_if(dropped.isNull).as("forwarded") +: reasons.map(r =>
       coalesce(sum(when(dropped === lit(r), col(DroppedCount))), lit(0L)).as(r))
@@ -55,8 +59,9 @@ private[kstreams] object Stateful {
   def transform[K, V, O: Encoder](
       grouped: KeyValueGroupedDataset[K, V],
       processor: StatefulProcessor[K, V, O],
+      descriptor: OperatorDescriptor,
       timeMode: TimeMode): org.apache.spark.sql.Dataset[O] =
-    grouped.transformWithState(processor, timeMode, OutputMode.Append())
+    grouped.transformWithState(new DescribedProcessor(processor, descriptor), timeMode, OutputMode.Append())
 
   /** Counts forwarded and dropped rows (by reason) as the observed metric `name` of the query
     * progress, then keeps the forwarded rows without [[HelperColumns.Dropped]]. A processor emits

@@ -104,7 +104,12 @@ private[kstreams] object ProcessorPlan {
         StructField(offsetName, LongType, nullable = true)
       ))
     val timeMode = if (wallClock) TimeMode.ProcessingTime() else TimeMode.None()
-    val processed = Stateful.transform(prepared.grouped, runner, timeMode)(Encoders.row(forwarded))
+    // the processors' names and stores decide what state a record meets; their code may change
+    val descriptor = OperatorDescriptor
+      .arrivalOrder("process", resolved)
+      .setting("processors", nodes.map(_.name).mkString("[", ", ", "]"))
+      .setting("stores", stores.map(_.name).mkString("[", ", ", "]"))
+    val processed = Stateful.transform(prepared.grouped, runner, descriptor, timeMode)(Encoders.row(forwarded))
     processed.select(
       col(Sink),
       col(HelperColumns.quote(keyField.name)),

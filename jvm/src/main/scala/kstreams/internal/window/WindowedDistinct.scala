@@ -26,6 +26,7 @@ private[kstreams] object WindowedDistinct {
       columns,
       windows.graceMicros + windows.sizeMicros,
       "kstreams_windowed_distinct",
+      _.interval("size", windows.sizeMicros).interval("grace", windows.graceMicros),
       (layout, keySchema, timers) => new TumblingDistinctProcessor(layout, keySchema, windows, timers)
     )
 
@@ -35,6 +36,7 @@ private[kstreams] object WindowedDistinct {
       columns,
       windows.graceMicros + windows.gapMicros,
       "kstreams_session_distinct",
+      _.interval("gap", windows.gapMicros).interval("grace", windows.graceMicros),
       (layout, keySchema, timers) => new SessionDistinctProcessor(layout, keySchema, windows, timers)
     )
 
@@ -43,6 +45,7 @@ private[kstreams] object WindowedDistinct {
       columns: StreamColumns,
       watermarkDelayMicros: Long,
       metricName: String,
+      windowSettings: OperatorDescriptor => OperatorDescriptor,
       processor: (ArrivalOrder.Layout, StructType, Boolean) => StatefulProcessor[Int, Row, Row]): DataFrame = {
     val key = columns.keyField(df)
     val resolved = columns.resolve(df)
@@ -58,6 +61,8 @@ private[kstreams] object WindowedDistinct {
       .run(
         prepared.grouped,
         processor(prepared.layout, keySchema, df.isStreaming),
+        windowSettings(OperatorDescriptor.arrivalOrder(metricName.stripPrefix("kstreams_"), resolved))
+          .column("key", Some(key.name)),
         Stateful.eventTime(df.isStreaming),
         prepared.outputSchema(extraOutput: _*),
         metricName,

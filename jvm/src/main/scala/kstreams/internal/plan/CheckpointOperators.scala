@@ -1,0 +1,112 @@
+package kstreams
+package internal
+package plan
+
+import java.nio.charset.StandardCharsets
+import java.util.{IdentityHashMap, UUID}
+
+import scala.collection.mutable
+
+import com.fasterxml.jackson.databind.ObjectMapper
+import org.apache.hadoop.fs.{FileSystem, Path}
+import org.apache.spark.SparkContext
+import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.execution.streaming.runtime.{StreamExecution, StreamingQueryWrapper}
+
+/** The kstreams operators a checkpoint holds state for, in `<checkpoint>/kstreams/operators.json`,
+  * and the check that a restarted query runs the same ones (spec section 8: a restarted query
+  * continues with the same results).
+  *
+  * Spark keeps a stateful operator's state by its position in the plan and checks little of what
+  * wrote it: a `deduplicateByKey` replaced by a windowed `distinct` would start from empty state
+  * and let duplicates through, and other swaps fail with Spark-internal messages. So each kstreams
+  * operator's [[OperatorDescriptor]] is recorded in plan order the first time its query runs, and
+  * every later run must present the same descriptor at the same position, or fail before its first
+  * micro-batch with a [[KStreamsException]] naming both. Operators appended to a query are
+  * recorded; an operator no longer in the query is not checked.
+  *
+  * The check runs in the driver-side `init` Spark calls while planning a run's first micro-batch
+  * ([[DescribedProcessor]]), on the query's own thread, where the query id is a local property.
+  * Spark plans each `transformWithState` there in plan order, calling `init` more than once per
+  * operator, so operators are told apart by processor instance.
+  */
+private[kstreams] object CheckpointOperators {
+  private val FileName = "kstreams/operators.json"
+  private val mapper = new ObjectMapper()
+
+  /** Per query, the run being checked and the positions its operators were given. */
+  private final case class Run(runId: UUID, checkpoint: Path, recorded: mutable.ArrayBuffer[String]) {
+    val positions = new IdentityHashMap[AnyRef, Integer]()
+  }
+  private val runs = mutable.HashMap.empty[String, Run]
+
+  def verify(processor: AnyRef, descriptor: OperatorDescriptor): Unit = {
+    val queryId = Option(SparkContext.getOrCreate().getLocalProperty(StreamExecution.QUERY_ID_KEY))
+    queryId.flatMap(execution).foreach { query => verify(query, processor, descriptor.render) }
+  }
+
+  private def verify(query: StreamExecution, processor: AnyRef, descriptor: String): Unit = synchronized {
+    val key = query.id.toString
+    val run = runs.get(key).filter(_.runId == query.runId).getOrElse {
+      val checkpoint = new Path(query.resolvedCheckpointRoot, FileName)
+      val fresh = Run(query.runId, checkpoint, read(checkpoint))
+      runs(key) = fresh
+      fresh
+    }
+    if (!run.positions.containsKey(processor)) {
+      val position = run.positions.size
+      run.positions.put(processor, position)
+      if (position < run.recorded.size) {
+        if (run.recorded(position) != descriptor)
+          throw new KStreamsException(
+            s"the checkpoint ${query.resolvedCheckpointRoot} holds the state of kstreams operator " +
+              s"#${position + 1} ${run.recorded(position)}, but this query runs $descriptor in its " +
+              "place; state written under other settings would give other results. Start this query " +
+              "on a new checkpoint location, or run it with the settings the checkpoint was written " +
+              s"with (the checkpoint's operators, in order: ${run.recorded.mkString("; ")})")
+      } else {
+        run.recorded += descriptor
+        write(run.checkpoint, run.recorded.toSeq)
+      }
+    }
+  }
+
+  /** The running query `queryId`. Its thread's active session is the query's own clone, whose
+    * query manager is not the one that started it; the session that did is usually the default
+    * one (a query started from another session is not checked). */
+  private def execution(queryId: String): Option[StreamExecution] =
+    (SparkSession.getDefaultSession.toSeq ++ SparkSession.getActiveSession.toSeq).iterator
+      .flatMap(s => Option(s.streams.get(queryId)))
+      .collectFirst { case w: StreamingQueryWrapper => w.streamingQuery }
+
+  private def fileSystem(path: Path): FileSystem =
+    path.getFileSystem(SparkContext.getOrCreate().hadoopConfiguration)
+
+  private def read(path: Path): mutable.ArrayBuffer[String] = {
+    val fs = fileSystem(path)
+    val recorded = mutable.ArrayBuffer.empty[String]
+    if (fs.exists(path)) {
+      val in = fs.open(path)
+      try mapper.readTree(in).path("operators").forEach(node => recorded += node.asText())
+      finally in.close()
+    }
+    recorded
+  }
+
+  /** Replaces the file through a rename, so that a process killed while writing leaves the old
+    * file or the new one, never half of one. (A local rename replaces the target; where a rename
+    * refuses an existing target, as on HDFS, the old file is deleted first.) */
+  private def write(path: Path, operators: Seq[String]): Unit = {
+    val fs = fileSystem(path)
+    val root = mapper.createObjectNode()
+    root.put("version", 1)
+    val list = root.putArray("operators")
+    operators.foreach(list.add)
+    val temporary = new Path(path.getParent, s".${path.getName}.${UUID.randomUUID()}.tmp")
+    val out = fs.create(temporary, false)
+    try out.write(mapper.writerWithDefaultPrettyPrinter().writeValueAsString(root).getBytes(StandardCharsets.UTF_8))
+    finally out.close()
+    if (!fs.rename(temporary, path) && !(fs.delete(path, false) && fs.rename(temporary, path)))
+      throw new KStreamsException(s"could not write $path (rename from $temporary failed)")
+  }
+}

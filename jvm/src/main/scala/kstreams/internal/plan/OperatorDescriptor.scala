@@ -1,0 +1,69 @@
+package kstreams
+package internal
+package plan
+
+import java.time.Duration
+
+import org.apache.spark.TaskContext
+import org.apache.spark.sql.Column
+import org.apache.spark.sql.streaming._
+
+/** What a checkpoint's state of one operator depends on: the operator and the settings that decide
+  * which state a record reads and writes (interval, windows, key, grouping, id expression). A
+  * restart that changes any of them would read state written under other rules, so
+  * [[CheckpointOperators]] refuses it. Code that only computes values from the state (an adder,
+  * a joiner, a processor's body) is not part of it: Kafka Streams lets such code change over a
+  * store too.
+  *
+  * Rendered as `deduplicate_by_key(interval=PT10S, key=key, partition=partition)`.
+  */
+private[kstreams] final case class OperatorDescriptor(operator: String, settings: Seq[(String, String)]) {
+  def render: String = settings.map { case (k, v) => s"$k=$v" }.mkString(s"$operator(", ", ", ")")
+
+  def interval(name: String, micros: Long): OperatorDescriptor =
+    copy(settings = settings :+ (name -> OperatorDescriptor.duration(micros)))
+
+  def expression(name: String, c: Column): OperatorDescriptor = copy(settings = settings :+ (name -> c.toString))
+
+  def column(name: String, column: Option[String]): OperatorDescriptor =
+    copy(settings = settings :+ (name -> column.getOrElse("(none)")))
+
+  def setting(name: String, value: String): OperatorDescriptor = copy(settings = settings :+ (name -> value))
+}
+
+private[kstreams] object OperatorDescriptor {
+  def apply(operator: String): OperatorDescriptor = OperatorDescriptor(operator, Nil)
+
+  /** The descriptor of an operator over `resolved`'s stream: the grouping of arrival-order
+    * operators is the partition column. */
+  def arrivalOrder(operator: String, resolved: ResolvedColumns): OperatorDescriptor =
+    OperatorDescriptor(operator).column("partition", resolved.partition.map(_.name))
+
+  /** ISO-8601, as `Intervals.micros` reads it back: `PT10S`. */
+  private def duration(micros: Long): String =
+    Duration.ofSeconds(Math.floorDiv(micros, 1000000L), Math.floorMod(micros, 1000000L) * 1000L).toString
+}
+
+/** `inner`, checked on the driver against the checkpoint before its query's first micro-batch
+  * runs ([[CheckpointOperators]]). Spark calls a processor's `init` on the driver when it plans
+  * the first micro-batch of each run (to learn the state variables' schemas), which is the one
+  * moment an operator of a running query can see the query, and so its checkpoint. */
+private[kstreams] final class DescribedProcessor[K, I, O](
+    inner: StatefulProcessor[K, I, O],
+    descriptor: OperatorDescriptor)
+    extends StatefulProcessor[K, I, O] {
+
+  override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
+    if (TaskContext.get() == null) CheckpointOperators.verify(this, descriptor)
+    inner.setHandle(getHandle)
+    inner.init(outputMode, timeMode)
+  }
+
+  override def handleInputRows(key: K, inputRows: Iterator[I], timerValues: TimerValues): Iterator[O] =
+    inner.handleInputRows(key, inputRows, timerValues)
+
+  override def handleExpiredTimer(key: K, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo): Iterator[O] =
+    inner.handleExpiredTimer(key, timerValues, expiredTimerInfo)
+
+  override def close(): Unit = inner.close()
+}

@@ -1,0 +1,115 @@
+package kstreams
+
+import java.nio.file.Files
+
+import org.apache.spark.sql.{DataFrame, Encoders}
+import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
+import org.apache.spark.sql.functions._
+import org.apache.spark.sql.streaming.{StreamingQuery, StreamingQueryException}
+
+/** A checkpoint restarted under another operator, interval, key, grouping or id expression fails
+  * before its first micro-batch, naming the checkpoint's operator and the new one. */
+class CheckpointReuseSpec extends SparkSuite {
+  private val events = Event.numbered(Seq(Event.at("a", 1), Event.at("a", 2), Event.at("a", 3)))
+
+  /** Runs `first` on a new checkpoint over one micro-batch, then `second` on the same checkpoint;
+    * returns the output rows of `second`, or the exception its query failed with. */
+  private def restart(first: DataFrame => DataFrame, second: DataFrame => DataFrame): Either[Throwable, Long] = {
+    val input = MemoryStream[Event](Encoders.product[Event], spark)
+    val checkpoint = Files.createTempDirectory("kstreams-reuse").toString
+    var rows = 0L
+    def start(op: DataFrame => DataFrame): StreamingQuery =
+      op(input.toDF()).writeStream
+        .option("checkpointLocation", checkpoint)
+        .foreachBatch { (df: DataFrame, _: Long) => rows += df.count(); () }
+        .start()
+    val query = start(first)
+    input.addData(events.take(2))
+    query.processAllAvailable()
+    query.stop()
+    rows = 0
+    val again = start(second)
+    try {
+      input.addData(events.drop(2))
+      again.processAllAvailable()
+      Right(rows)
+    } catch { case e: StreamingQueryException => Left(e) }
+    finally again.stop()
+  }
+
+  private def refused(first: DataFrame => DataFrame, second: DataFrame => DataFrame, was: String, now: String) = {
+    val error = restart(first, second).swap.getOrElse(fail("the restart was not refused"))
+    val cause = Iterator.iterate(error)(_.getCause).takeWhile(_ != null).collectFirst { case k: KStreamsException => k }
+    val message = cause.getOrElse(fail(s"no KStreamsException in $error")).getMessage
+    assert(message.contains(s"holds the state of kstreams operator #1 $was, but this query runs $now in its place"))
+    assert(error.getMessage.contains(message), "the query's own error carries the message")
+  }
+
+  private val byKey = (df: DataFrame) => KStream(df).deduplicateByKey("10 s").df
+  private val byKeyWas = "deduplicate_by_key(partition=partition, interval=PT10S, key=key)"
+
+  test("the same operator restarts on its checkpoint") {
+    assert(restart(byKey, byKey) == Right(0L)) // a@3 is within 10 s of a@1: dropped
+  }
+
+  test("deduplicateByKey, then a windowed distinct: refused, naming both") {
+    refused(
+      byKey,
+      df => KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s")).distinct().df,
+      byKeyWas,
+      "windowed_distinct(partition=partition, size=PT10S, grace=PT0S, key=key)"
+    )
+  }
+
+  test("deduplicateByKey, then deduplicateBySequence: refused before Spark's time-mode check") {
+    refused(
+      byKey,
+      df => KStream(df).deduplicateBySequence(col("offset")).df,
+      byKeyWas,
+      "deduplicate_by_sequence(partition=partition, sequence=offset)")
+  }
+
+  test("another interval") {
+    refused(
+      byKey,
+      df => KStream(df).deduplicateByKey("20 s").df,
+      byKeyWas,
+      "deduplicate_by_key(partition=partition, interval=PT20S, key=key)")
+  }
+
+  test("another key") {
+    refused(
+      byKey,
+      df => KStream(df, StreamColumns(key = "value")).deduplicateByKey("10 s").df,
+      byKeyWas,
+      "deduplicate_by_key(partition=partition, interval=PT10S, key=value)"
+    )
+  }
+
+  test("another grouping") {
+    refused(
+      byKey,
+      df => KStream(df, StreamColumns(partition = None)).deduplicateByKey("10 s").df,
+      byKeyWas,
+      "deduplicate_by_key(partition=(none), interval=PT10S, key=key)"
+    )
+  }
+
+  test("another id expression") {
+    refused(
+      df => KStream(df).deduplicateByKeyValue(col("value"), "10 s").df,
+      df => KStream(df).deduplicateByKeyValue(upper(col("value")), "10 s").df,
+      "deduplicate_by_key_value(partition=partition, interval=PT10S, key=key, id=value)",
+      "deduplicate_by_key_value(partition=partition, interval=PT10S, key=key, id=upper(value))"
+    )
+  }
+
+  test("another window of a keyed aggregation") {
+    refused(
+      df => KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s")).count().toStream.df,
+      df => KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("20 s")).count().toStream.df,
+      "count_windowed(key=key, size=PT10S, grace=PT0S)",
+      "count_windowed(key=key, size=PT20S, grace=PT0S)"
+    )
+  }
+}
