@@ -10,8 +10,8 @@ import scala.collection.mutable
 import com.fasterxml.jackson.databind.ObjectMapper
 import org.apache.hadoop.fs.{FileSystem, Path}
 import org.apache.spark.SparkContext
-import org.apache.spark.sql.SparkSession
-import org.apache.spark.sql.execution.streaming.runtime.{StreamExecution, StreamingQueryWrapper}
+import org.apache.spark.sql.execution.streaming.runtime.StreamExecution
+import org.apache.spark.sql.kstreams.RunningQueries
 
 /** The kstreams operators a checkpoint holds state for, in `<checkpoint>/kstreams/operators.json`,
   * and the check that a restarted query runs the same ones (spec section 8: a restarted query
@@ -42,7 +42,7 @@ private[kstreams] object CheckpointOperators {
 
   def verify(processor: AnyRef, descriptor: OperatorDescriptor): Unit = {
     val queryId = Option(SparkContext.getOrCreate().getLocalProperty(StreamExecution.QUERY_ID_KEY))
-    queryId.flatMap(execution).foreach { query => verify(query, processor, descriptor.render) }
+    queryId.flatMap(RunningQueries.get).foreach { query => verify(query, processor, descriptor.render) }
   }
 
   private def verify(query: StreamExecution, processor: AnyRef, descriptor: String): Unit = synchronized {
@@ -70,14 +70,6 @@ private[kstreams] object CheckpointOperators {
       }
     }
   }
-
-  /** The running query `queryId`. Its thread's active session is the query's own clone, whose
-    * query manager is not the one that started it; the session that did is usually the default
-    * one (a query started from another session is not checked). */
-  private def execution(queryId: String): Option[StreamExecution] =
-    (SparkSession.getDefaultSession.toSeq ++ SparkSession.getActiveSession.toSeq).iterator
-      .flatMap(s => Option(s.streams.get(queryId)))
-      .collectFirst { case w: StreamingQueryWrapper => w.streamingQuery }
 
   private def fileSystem(path: Path): FileSystem =
     path.getFileSystem(SparkContext.getOrCreate().hadoopConfiguration)
