@@ -1,12 +1,25 @@
 """Bad input gets a clear error naming what is wrong; nothing is silently dropped."""
 
+import sys
 from datetime import timedelta
 
 import pytest
-from kstreams_spark import JoinWindows, KStream, KStreamsError, Processor, SessionWindows, TimeWindows
+from kstreams_spark import (
+    JoinWindows,
+    KStream,
+    KStreamsError,
+    Processor,
+    PunctuationType,
+    SessionWindows,
+    TimeWindows,
+)
+from pyspark import cloudpickle
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 from streams import SCHEMA, Rec, StreamRun, batch_df, with_offsets
+
+# Python workers cannot import this test module; its processors travel by value
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 @pytest.fixture()
@@ -220,6 +233,46 @@ def test_a_checkpoint_restarted_under_another_operator_fails_naming_both(spark, 
         "windowed_distinct(partition=partition, size=PT10S, grace=PT0S, key=key) in its place"
     ) in str(e.value)
     assert [r["value"] for r in run.output().collect()] == ["v0"]  # nothing of the refused run
+
+
+class _ScheduleInProcess(Processor):
+    def init(self, context):
+        self.context = context
+
+    def process(self, record):
+        self.context.schedule(1000, PunctuationType.STREAM_TIME)
+
+
+class _ScheduleEvery(Processor):
+    interval = None
+
+    def init(self, context):
+        context.schedule(self.interval, PunctuationType.STREAM_TIME)
+
+    def process(self, record):
+        pass
+
+
+class _ScheduleZero(_ScheduleEvery):
+    interval = 0
+
+
+class _ScheduleNegative(_ScheduleEvery):
+    interval = timedelta(seconds=-1)
+
+
+@pytest.mark.parametrize(
+    "processor, message",
+    [
+        (_ScheduleInProcess, "processor 'bad' called schedule outside init; register schedules in init"),
+        (_ScheduleZero, "processor 'bad': punctuation interval must be at least 1 ms, got 0"),
+        (_ScheduleNegative, "processor 'bad': punctuation interval must be at least 1 ms, got"),
+    ],
+)
+def test_a_bad_schedule_fails_the_query_naming_the_processor(spark, df, processor, message):
+    with pytest.raises(Exception) as e:
+        KStream(df).process(processor, name="bad").df.collect()
+    assert message in str(e.value)
 
 
 def test_null_timestamps_can_be_skipped_and_counted(spark, tmp_path):

@@ -106,22 +106,10 @@ def run_nums(spark, tmp_path, batches, op, restart_before=()):
     run = StreamRun(spark, str(tmp_path), op, schema=NUM_SCHEMA)
     for i, b in enumerate(batches):
         if i in restart_before:
-            run_once_more_on_slow_worker_start(run)
+            run.run()
         run.add_batch([next(numbered) for _ in b])
-    run_once_more_on_slow_worker_start(run)
+    run.run()
     return run
-
-
-def run_once_more_on_slow_worker_start(run):
-    """Runs the query; restarts it from its checkpoint once if Spark gave up starting a Python
-    worker (a fixed 10 s connect-back timeout that a loaded machine can miss). A restart from the
-    checkpoint must give the same results, so this hides no wrong output."""
-    try:
-        run.run()
-    except StreamingQueryException as e:
-        if "Python worker failed to connect back" not in str(e):
-            raise
-        run.run()
 
 
 def rows(df):
@@ -382,18 +370,14 @@ def test_wall_clock_punctuation_fires_on_processing_time(spark, tmp_path):
             .start()
         )
 
-    query, restarted, progress = start(), False, []
+    query, progress = start(), []
     try:
         deadline = time.time() + 120
         while time.time() < deadline:
             if sum(1 for k, _, _ in got if k == "tick") >= 2:
                 break
             if not query.isActive:
-                # see run_once_more_on_slow_worker_start
-                if restarted or "Python worker failed to connect back" not in str(query.exception()):
-                    raise query.exception()
-                progress += query.recentProgress
-                query, restarted = start(), True
+                raise query.exception()
             time.sleep(0.5)
         # the progress of the batch that forwarded the last tick is posted after its sink ran
         last_tick = max(v for k, v, _ in got if k == "tick")

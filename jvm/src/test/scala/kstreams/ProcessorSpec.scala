@@ -162,6 +162,17 @@ object ProcessorSpec {
 
   val dedupStore: StoreSpec =
     Stores.keyValue("seen", Encoders.STRING, Encoders.tuple(Encoders.scalaLong, Encoders.scalaLong))
+
+  /** Schedules `interval` in `init`, or 1 s on each record when `interval` is null. */
+  final class ScheduleEvery(interval: Duration) extends Processor[String, Long] {
+    private var ctx: ProcessorContext[String, Long] = _
+    override def init(context: ProcessorContext[String, Long]): Unit = {
+      ctx = context
+      if (interval != null) context.schedule(interval, PunctuationType.StreamTime)
+    }
+    override def process(record: Record[String, Long]): Unit =
+      ctx.schedule(Duration.ofSeconds(1), PunctuationType.StreamTime)
+  }
 }
 
 /** The Processor API (spec section 7) through Scala, on a real Spark session and RocksDB state. */
@@ -359,6 +370,18 @@ class ProcessorSpec extends SparkSuite {
     val twice = intercept[KStreamsException](
       KStream(df).process(() => new Sum, stores = Seq(Stores.keyValue("s"), Stores.keyValue("s"))))
     assert(twice.getMessage.contains("declared more than once: s"))
+    def failure(processor: ProcessorSupplier[String, Long]): String = {
+      val e = intercept[Exception](KStream(df).process(processor, name = "bad").df.collect())
+      Iterator.iterate[Throwable](e)(_.getCause).takeWhile(_ != null).map(t => String.valueOf(t.getMessage)).mkString
+    }
+    assert(
+      failure(() => new ScheduleEvery(null))
+        .contains("processor 'bad' called schedule outside init; register schedules in init"))
+    assert(
+      failure(() => new ScheduleEvery(Duration.ZERO))
+        .contains("processor 'bad': punctuation interval must be at least 1 ms, got PT0S"))
+    assert(
+      failure(() => new ScheduleEvery(Duration.ofSeconds(-1))).contains("interval must not be negative, got PT-1S"))
   }
 
   // deduplicateByKey re-implemented as a processor agrees with the built-in on the spec examples.
@@ -381,17 +404,21 @@ class ProcessorSpec extends SparkSuite {
       Seq(at(null, 1), at(null, 1), at("a", 2, partition = 1), at("a", 3, partition = 1), at("a", 4)))
   )
 
-  // Every example in one micro-batch; the out-of-order ones also one record per micro-batch with
-  // a restart half-way (the built-in operator's own spec runs all modes for all of them).
-  private val withRestart = Set(1, 3, 5, 10)
+  // Every example in one micro-batch and through a restart from the checkpoint half-way: the
+  // out-of-order ones one record per micro-batch, the others in two micro-batches (the built-in
+  // operator's own spec runs all modes for all of them).
+  private val recordPerBatch = Set(1, 3, 5, 10)
   for (((name, intervalMs, events), i) <- dedupExamples.zipWithIndex) {
-    test(s"deduplicateByKey as a user processor agrees with the built-in: $name") {
+    test(s"deduplicateByKey as a user processor agrees with the built-in, also restarted: $name") {
       val builtIn = stream(Seq(events), df => KStream(df).deduplicateByKey(s"$intervalMs ms").df)
       val user = (df: DataFrame) =>
         KStream(df).process(() => new DedupByKey(intervalMs), stores = Seq(dedupStore), name = "dedup").df
       assert(stream(Seq(events), user) == builtIn)
-      if (withRestart(i))
-        assert(stream(events.map(Seq(_)), user, restartBefore = Set(events.size / 2)) == builtIn)
+      val half = events.size / 2
+      val restarted =
+        if (recordPerBatch(i)) stream(events.map(Seq(_)), user, restartBefore = Set(half))
+        else stream(Seq(events.take(half), events.drop(half)), user, restartBefore = Set(1))
+      assert(restarted == builtIn)
     }
   }
 
