@@ -3,9 +3,11 @@ pyspark wheel): the example app (examples/cluster_app.py) runs a streaming dedup
 windowed distinct with RocksDB state and checkpoints on a shared folder, one file per micro-batch.
 
 * As a plain Python driver (configure_spark ships the jar, no --jars), one worker and its executor
-  are killed (SIGKILL) mid-stream, while the executor runs a task (seen in its log): tasks move to the other executor, which reloads the lost state
-  from the checkpoint, the queries complete and their Parquet sinks equal the local-mode result
-  exactly (nothing lost, nothing doubled).
+  are killed (SIGKILL) mid-stream, while the executor runs a task (seen in its log): tasks move to
+  the other executor, which reloads the lost state from the checkpoint. Later the driver itself
+  (its Python process and JVM) is killed while the other executor runs a task, and a new driver
+  restarts the queries from their checkpoints. They complete, and their Parquet sinks equal the
+  local-mode result exactly (nothing lost, nothing doubled).
 * Through the wheel's ``bin/spark-submit --jars`` (a fresh worker replacing the killed one, all
   files in one micro-batch): the same result.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -35,8 +38,9 @@ APP = os.path.join(ROOT, "examples", "cluster_app.py")
 sys.path.insert(0, os.path.dirname(APP))
 import cluster_app  # noqa: E402
 
-FILES = 3  # one micro-batch each
-KILL_AFTER_BATCH = 0  # kill a worker once both queries have committed this batch
+FILES = 4  # one micro-batch each
+KILL_WORKER_AFTER = 1  # kill a worker once both queries have committed this many micro-batches
+KILL_DRIVER_AFTER = 2  # and then the driver, once one has committed this many and one is not done
 DRIVER_TIMEOUT_S = 240
 
 
@@ -109,18 +113,25 @@ def standalone(tmp_path_factory):
         c.stop()
 
 
-def run_driver(command: list[str], log: str, on_progress=None) -> dict:
-    """Runs a driver process to its end (calling ``on_progress()`` while it runs); returns the
-    app's JSON summary line."""
+def run_driver(command: list[str], log: str, on_progress=None) -> dict | None:
+    """Runs a driver process to its end (calling ``on_progress(driver)`` while it runs); returns the
+    app's JSON summary line, or None if ``on_progress`` killed the driver (its process group)."""
     with open(log, "w") as out:
         driver = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=out, env=cluster_env(), cwd=ROOT, text=True
+            command,
+            stdout=subprocess.PIPE,
+            stderr=out,
+            env=cluster_env(),
+            cwd=ROOT,
+            text=True,
+            start_new_session=True,  # its own process group: the Python driver and its JVM
         )
         try:
             deadline = time.monotonic() + DRIVER_TIMEOUT_S
             while driver.poll() is None and time.monotonic() < deadline:
-                if on_progress:
-                    on_progress()
+                if on_progress and on_progress(driver):
+                    driver.wait()
+                    return None
                 time.sleep(0.1)
             if driver.poll() is None:
                 pytest.fail(f"driver still running after {DRIVER_TIMEOUT_S} s; log: {log}")
@@ -161,39 +172,44 @@ def committed(checkpoint: str) -> int:
     return len(glob.glob(os.path.join(checkpoint, "commits", "[0-9]*")))
 
 
-def test_python_driver_survives_losing_a_worker_mid_stream(
+def test_python_driver_survives_losing_a_worker_and_its_own_process_mid_stream(
     spark, standalone, input_dir, local_result, tmp_path
 ):
     standalone.ready()
     root = str(tmp_path)
     checkpoints = [os.path.join(root, "checkpoint", n) for n in ("dedup", "windowed")]
+    worker, survivor = standalone.worker_daemons[1], standalone.worker_daemons[0]
     killed = {}
 
-    def kill_a_worker_mid_stream():
+    def kill_mid_stream(driver: subprocess.Popen) -> bool:
+        """Kills the worker, then the driver, each only while an executor runs a task (the
+        stateful stages are most of the work); True once the driver is dead."""
         done = [committed(c) for c in checkpoints]
-        victim = standalone.worker_daemons[1]
-        if killed or min(done) <= KILL_AFTER_BATCH:
-            return
-        # only while its executor runs a task (the stateful stages are most of the work)
-        if not running_a_task(victim.work_dir):
-            return
-        killed.update(committed=done)
-        victim.kill()  # the worker and its executor, as when a machine dies
-        killed["worker"] = victim.name
+        if "worker" not in killed:
+            if min(done) >= KILL_WORKER_AFTER and running_a_task(worker.work_dir):
+                killed["worker"] = {"name": worker.name, "committed": done}
+                worker.kill()  # the worker and its executor, as when a machine dies
+            return False
+        if max(done) >= KILL_DRIVER_AFTER and min(done) < FILES and running_a_task(survivor.work_dir):
+            killed["driver"] = {"committed": done}
+            os.killpg(driver.pid, signal.SIGKILL)
+            return True
+        return False
 
-    summary = run_driver(
-        [sys.executable, APP, "--master", standalone.url, "--min-executors", "2", *app_args(root, input_dir)],
-        os.path.join(root, "driver.log"),
-        kill_a_worker_mid_stream,
+    app = [sys.executable, APP, "--master", standalone.url, *app_args(root, input_dir)]
+    first = run_driver([*app, "--min-executors", "2"], os.path.join(root, "driver.log"), kill_mid_stream)
+    assert first is None and "worker" in killed and "driver" in killed, (
+        f"the queries ended before the worker and then the driver could be killed while an executor ran a task: {killed}"
     )
+    # the new driver finds one worker alive
+    summary = run_driver([*app, "--min-executors", "1"], os.path.join(root, "driver-restarted.log"))
 
-    assert killed, "the queries ended before a worker could be killed while its executor ran a task"
-    assert max(killed["committed"]) < FILES, f"a query had finished when the worker died: {killed}"
-    assert summary["batches_with_data"] == {"dedup": FILES, "windowed": FILES}
-    assert sink_rows(spark, root) == local_result, f"worker killed: {killed}"
-    assert len(summary["executors_at_start"]) == 2
-    ran = executors_that_ran_tasks(standalone, summary["application_id"])
-    assert len(ran) >= 2 and any(d.startswith(killed["worker"] + os.sep) for d in ran), ran
+    assert sink_rows(spark, root) == local_result, f"killed: {killed}"
+    assert all(n >= 1 for n in summary["batches_with_data"].values()), summary
+    first_app = sorted(os.listdir(worker.work_dir))[0]  # the only app the killed worker ran
+    ran = executors_that_ran_tasks(standalone, first_app)
+    assert len(ran) == 2 and any(d.startswith(worker.name + os.sep) for d in ran), ran
+    assert executors_that_ran_tasks(standalone, summary["application_id"]), "the restarted driver's executor"
 
 
 def test_spark_submit_with_jars(spark, standalone, input_dir, local_result, tmp_path):
