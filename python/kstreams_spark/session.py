@@ -14,16 +14,9 @@ KAFKA_CONNECTOR_DIR = os.path.join(os.path.dirname(__file__), "jars", "kafka")
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
-# Spark refuses to start a query whose checkpoint has no offset-log entry yet but a non-empty
-# offsets folder. A process killed while writing the first entry leaves exactly that (a hidden
-# ".0.<uuid>.tmp"), so the query could never restart; configure_spark turns the check off.
+# Two Spark defaults configure_spark changes (see its docstring; the reasons in full are at the
+# same keys in SparkSessionChecks.scala, whose KStream.configure sets them for Scala).
 VERIFY_EMPTY_CHECKPOINT_KEY = "spark.sql.streaming.verifyCheckpointDirectoryEmptyOnStart"
-# With several watermark operators in a query (each kstreams operator on an input without a
-# watermark adds one), Spark's default "min" policy makes results depend on restarts: Spark keeps
-# each operator's watermark only in memory, and after a restart one that has seen no record since
-# counts as 0, holding the global watermark back where the uninterrupted run moved it on. "max"
-# is what Kafka Streams does (a task's stream time is the largest timestamp over its partitions),
-# and it gives a restarted query the watermarks of an uninterrupted one (README, "Crash safety").
 WATERMARK_POLICY_KEY = "spark.sql.streaming.multipleWatermarkPolicy"
 
 

@@ -94,11 +94,9 @@ private[kstreams] object Aggregate {
       case Sessions(_) => fold.name + "_session_windowed"
     }
     val descriptor = windowing match {
-      case Unwindowed => input.descriptor(name.stripPrefix("kstreams_"))
-      case Tumbling(w) =>
-        input.descriptor(name.stripPrefix("kstreams_")).interval("size", w.sizeMicros).interval("grace", w.graceMicros)
-      case Sessions(w) =>
-        input.descriptor(name.stripPrefix("kstreams_")).interval("gap", w.gapMicros).interval("grace", w.graceMicros)
+      case Unwindowed => input.descriptor(name)
+      case Tumbling(w) => input.descriptor(name).windows(w)
+      case Sessions(w) => input.descriptor(name).windows(w)
     }
     val finished = Stateful.run(
       input.grouped,

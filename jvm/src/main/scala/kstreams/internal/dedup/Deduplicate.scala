@@ -29,12 +29,10 @@ private[kstreams] object Deduplicate {
     parts.foreach { case (name, c) =>
       StreamColumns.checkKeyType(s"dedup key part '$name'", df.select(c).schema.head.dataType)
     }
-    val descriptor = parts.foldLeft(
-      OperatorDescriptor
-        .arrivalOrder(metricName.stripPrefix("kstreams_"), resolved)
-        .interval("interval", intervalMicros)) { case (d, (name, c)) =>
-      d.expression(name, c)
-    }
+    val descriptor =
+      parts.foldLeft(OperatorDescriptor.arrivalOrder(metricName, resolved).interval("interval", intervalMicros)) {
+        case (d, (name, c)) => d.expression(name, c)
+      }
     scope match {
       case DedupScope.PerPartition => perPartition(df, resolved, parts, intervalMicros, metricName, descriptor)
       case DedupScope.Global => global(df, resolved, parts, intervalMicros, metricName, descriptor)

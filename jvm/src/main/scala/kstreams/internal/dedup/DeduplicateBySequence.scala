@@ -30,7 +30,7 @@ private[kstreams] object DeduplicateBySequence {
     Stateful.run(
       prepared.grouped,
       processor,
-      OperatorDescriptor.arrivalOrder("deduplicate_by_sequence", resolved).expression("sequence", sequence),
+      OperatorDescriptor.arrivalOrder("kstreams_deduplicate_by_sequence", resolved).expression("sequence", sequence),
       TimeMode.None(),
       prepared.outputSchema(),
       "kstreams_deduplicate_by_sequence",

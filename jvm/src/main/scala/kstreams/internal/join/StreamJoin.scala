@@ -53,10 +53,7 @@ private[kstreams] object StreamJoin {
       .run(
         input.grouped,
         processor,
-        input
-          .descriptor(name.stripPrefix("kstreams_"))
-          .interval("time_difference", windows.timeDifferenceMicros)
-          .interval("grace", windows.graceMicros),
+        input.descriptor(name).windows(windows),
         Stateful.eventTime(input.streaming),
         outputSchema,
         name,

@@ -46,8 +46,8 @@ private[kstreams] object Keyed {
       keyNames: Seq[String]) {
 
     /** The operator's [[OperatorDescriptor]]: its grouping is each side's key column. */
-    def descriptor(operator: String): OperatorDescriptor =
-      keyNames.zipWithIndex.foldLeft(OperatorDescriptor(operator)) { case (d, (name, side)) =>
+    def descriptor(metricName: String): OperatorDescriptor =
+      keyNames.zipWithIndex.foldLeft(OperatorDescriptor(metricName)) { case (d, (name, side)) =>
         d.column(if (keyNames.size == 1) "key" else s"key$side", Some(name))
       }
   }

@@ -29,15 +29,24 @@ private[kstreams] final case class OperatorDescriptor(operator: String, settings
     copy(settings = settings :+ (name -> column.getOrElse("(none)")))
 
   def setting(name: String, value: String): OperatorDescriptor = copy(settings = settings :+ (name -> value))
+
+  def windows(w: TimeWindows): OperatorDescriptor = interval("size", w.sizeMicros).interval("grace", w.graceMicros)
+
+  def windows(w: SessionWindows): OperatorDescriptor = interval("gap", w.gapMicros).interval("grace", w.graceMicros)
+
+  def windows(w: JoinWindows): OperatorDescriptor =
+    interval("time_difference", w.timeDifferenceMicros).interval("grace", w.graceMicros)
 }
 
 private[kstreams] object OperatorDescriptor {
-  def apply(operator: String): OperatorDescriptor = OperatorDescriptor(operator, Nil)
+
+  /** An operator named by its metric name (`kstreams_count_windowed`), shown without the prefix. */
+  def apply(metricName: String): OperatorDescriptor = OperatorDescriptor(metricName.stripPrefix("kstreams_"), Nil)
 
   /** The descriptor of an operator over `resolved`'s stream: the grouping of arrival-order
     * operators is the partition column. */
-  def arrivalOrder(operator: String, resolved: ResolvedColumns): OperatorDescriptor =
-    OperatorDescriptor(operator).column("partition", resolved.partition.map(_.name))
+  def arrivalOrder(metricName: String, resolved: ResolvedColumns): OperatorDescriptor =
+    OperatorDescriptor(metricName).column("partition", resolved.partition.map(_.name))
 
   /** ISO-8601, as `Intervals.micros` reads it back: `PT10S`. */
   private def duration(micros: Long): String =

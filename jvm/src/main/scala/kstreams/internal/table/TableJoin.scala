@@ -41,7 +41,7 @@ private[kstreams] object TableJoin {
       .run(
         input.grouped,
         new TableJoinProcessor(input.layout, kind, input.valueTypes, new DropMarker(outputSchema)),
-        input.descriptor(name.stripPrefix("kstreams_")),
+        input.descriptor(name),
         TimeMode.None(),
         outputSchema,
         name,

@@ -26,7 +26,7 @@ private[kstreams] object WindowedDistinct {
       columns,
       windows.graceMicros + windows.sizeMicros,
       "kstreams_windowed_distinct",
-      _.interval("size", windows.sizeMicros).interval("grace", windows.graceMicros),
+      _.windows(windows),
       (layout, keySchema, timers) => new TumblingDistinctProcessor(layout, keySchema, windows, timers)
     )
 
@@ -36,7 +36,7 @@ private[kstreams] object WindowedDistinct {
       columns,
       windows.graceMicros + windows.gapMicros,
       "kstreams_session_distinct",
-      _.interval("gap", windows.gapMicros).interval("grace", windows.graceMicros),
+      _.windows(windows),
       (layout, keySchema, timers) => new SessionDistinctProcessor(layout, keySchema, windows, timers)
     )
 
@@ -61,7 +61,7 @@ private[kstreams] object WindowedDistinct {
       .run(
         prepared.grouped,
         processor(prepared.layout, keySchema, df.isStreaming),
-        windowSettings(OperatorDescriptor.arrivalOrder(metricName.stripPrefix("kstreams_"), resolved))
+        windowSettings(OperatorDescriptor.arrivalOrder(metricName, resolved))
           .column("key", Some(key.name)),
         Stateful.eventTime(df.isStreaming),
         prepared.outputSchema(extraOutput: _*),
