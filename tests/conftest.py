@@ -12,9 +12,21 @@ from local_spark import local_spark  # noqa: E402
 
 @pytest.fixture(scope="session")
 def spark():
-    """One real local Spark session with the RocksDB state store, shared by the tests."""
+    """One real local Spark session with the RocksDB state store, shared by the tests.
+
+    Its checkpoints go through Hadoop's ``FileSystem`` API instead of ``FileContext``, only to save
+    time: on a local disk without Hadoop's native library each ``FileContext`` rename starts a
+    ``readlink`` process, thousands per module. The operators and the checkpoint's contents are
+    the same; the crash tests (crash_job.py, test_cluster.py) keep Spark's default, as users run it.
+    """
     session = local_spark(
-        "kstreams-spark-tests", **{"spark.sql.streaming.stateStore.rocksdb.compactOnCommit": "false"}
+        "kstreams-spark-tests",
+        **{
+            "spark.sql.streaming.stateStore.rocksdb.compactOnCommit": "false",
+            "spark.sql.streaming.checkpointFileManagerClass": (
+                "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+            ),
+        },
     )
     yield session
     session.stop()
