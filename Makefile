@@ -45,7 +45,13 @@ $(JAR): $(SBT_LAUNCH) $(VENV)/.deps build.sbt project/build.properties $(SCALA_S
 
 jar: $(JAR)
 
-$(VENV)/.installed: $(VENV)/.deps pyproject.toml $(JAR)
+# The Spark Connect client's messages, generated from proto/ by the pinned grpcio-tools (the wheel
+# ships the module; the server reads the same fields itself, kstreams.internal.connect).
+CONNECT_PB2 := python/kstreams_spark/kstreams_connect_pb2.py
+$(CONNECT_PB2): proto/kstreams_connect.proto $(VENV)/.deps
+	$(PY) -m grpc_tools.protoc -Iproto --python_out=python/kstreams_spark proto/kstreams_connect.proto
+
+$(VENV)/.installed: $(VENV)/.deps pyproject.toml $(JAR) $(CONNECT_PB2)
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $@
 

@@ -16,6 +16,13 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 
+from kstreams_spark._connect import (
+    RemoteColumn,
+    RemoteDataFrame,
+    RemoteObject,
+    connect_dataframe,
+    is_connect,
+)
 from kstreams_spark.errors import KStreamsError
 
 _JAR_DIR = os.path.join(os.path.dirname(__file__), "jars")
@@ -69,12 +76,17 @@ def _wrapped(value: Any) -> Any:
 
 
 def door(spark: SparkSession) -> JavaObject:
-    """``kstreams.PythonAPI`` in ``spark``'s JVM, with a clear error if the jar is absent."""
+    """``kstreams.PythonAPI`` in ``spark``'s JVM, with a clear error if the jar is absent (over
+    Spark Connect: on the server, see ``kstreams_spark._connect``)."""
+    if is_connect(spark):
+        return RemoteObject(spark, class_name="PythonAPI")
     return JavaObject(_jvm_package(spark).PythonAPI)
 
 
 def kstreams_class(spark: SparkSession, name: str) -> JavaObject:
     """The public Scala type ``kstreams.<name>`` (its companion's factories), e.g. ``TimeWindows``."""
+    if is_connect(spark):
+        return RemoteObject(spark, class_name=name)
     return JavaObject(getattr(_jvm_package(spark), name))
 
 
@@ -95,26 +107,42 @@ def _jvm_package(spark: SparkSession):
 
 
 def java_dataframe(df: DataFrame) -> Any:
-    """The JVM Dataset behind a classic pyspark DataFrame."""
+    """The JVM Dataset behind a classic pyspark DataFrame (a Connect DataFrame's plan)."""
+    if is_connect(df.sparkSession):
+        return RemoteDataFrame(df)
     return df._jdf
 
 
 def python_dataframe(jdf: JavaObject, spark: SparkSession) -> DataFrame:
     """A pyspark DataFrame over the JVM Dataset ``jdf``."""
+    if isinstance(jdf, RemoteObject):
+        return connect_dataframe(jdf, spark)
     return DataFrame(jdf._obj, spark)
 
 
 def java_column(column: Column | str, what: str) -> Any:
-    """A Column or a column name as a JVM Column; ``what`` names the argument in the error."""
+    """A Column or a column name as a JVM Column; ``what`` names the argument in the error. In
+    Connect mode (``pyspark.sql.utils.is_remote()``, which also decides what ``F.col`` builds) the
+    Column's expression, for the server."""
+    from pyspark.sql.utils import is_remote
+
+    if not isinstance(column, (str, Column)):
+        raise KStreamsError(
+            f"{what} must be a column name or a Column, got {type(column).__name__} {column!r}"
+        )
+    if is_remote():
+        from pyspark.sql import functions as F
+
+        return RemoteColumn(F.col(column) if isinstance(column, str) else column)
     from pyspark.sql.classic.column import _to_java_column
 
-    if isinstance(column, (str, Column)):
-        return _to_java_column(column)
-    raise KStreamsError(f"{what} must be a column name or a Column, got {type(column).__name__} {column!r}")
+    return _to_java_column(column)
 
 
 def java_columns(spark: SparkSession, columns: Sequence[Any]) -> Any:
     """JVM Columns as a Java array."""
+    if is_connect(spark):
+        return list(columns)
     gateway = spark.sparkContext._gateway
     array = gateway.new_array(gateway.jvm.org.apache.spark.sql.Column, len(columns))
     for i, c in enumerate(columns):

@@ -6,6 +6,10 @@ progress, writes Parquet, and prints a summary.
 
 ``kstreams-spark dedup --bootstrap-servers HOST:PORT --topic IN --output-topic OUT --checkpoint DIR``
 deduplicates a Kafka topic into another (``--by key|key-value|id|sequence``, ``--id EXPR``).
+
+``kstreams-spark connect-server [--port N]`` runs a local Spark Connect server with kstreams (the
+jar, the server plugin and the RocksDB state store) until Ctrl-C; connect with
+``SparkSession.builder.remote("sc://127.0.0.1:N")``.
 """
 
 from __future__ import annotations
@@ -121,6 +125,15 @@ def _parser() -> argparse.ArgumentParser:
         "partition, so more than the topic's partition count does not help (default: 4)",
     )
     dedup.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
+    server = sub.add_parser(
+        "connect-server",
+        help="run a local Spark Connect server with kstreams",
+        description="Runs Spark's Connect server (from the installed pyspark) with the kstreams jar, "
+        "its Connect plugin and the RocksDB state store, until Ctrl-C.",
+    )
+    server.add_argument("--port", type=int, default=15002, help="port to listen on (default: 15002)")
+    server.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    server.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
     return parser
 
 
@@ -139,7 +152,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(["demo", *(argv or sys.argv[1:])])
     if args.command == "dedup":
         return run_dedup(args)
+    if args.command == "connect-server":
+        return run_connect_server(args)
     return run_demo(args)
+
+
+def run_connect_server(args: argparse.Namespace) -> int:
+    from kstreams_spark._connect import start_server, stop_server
+    from kstreams_spark.errors import KStreamsError
+
+    print(f"starting a Spark Connect server with kstreams on {args.host}:{args.port} ...", flush=True)
+    try:
+        process = start_server(args.port, args.host, args.master, log=sys.stderr)
+    except KStreamsError as e:
+        print(f"kstreams-spark: {e}", file=sys.stderr)
+        return 1
+    print(f'ready: SparkSession.builder.remote("sc://{args.host}:{args.port}").getOrCreate()', flush=True)
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        stop_server(process)
+        return 0
 
 
 def run_demo(args: argparse.Namespace) -> int:

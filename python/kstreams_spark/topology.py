@@ -40,6 +40,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
 
+from kstreams_spark._connect import is_connect
 from kstreams_spark._jvm import door
 from kstreams_spark._processor_plan import check_stores, normalized_input, run, supplier_of
 from kstreams_spark._processor_runtime import FORWARD_TS, SINK, NodeSpec
@@ -109,6 +110,12 @@ class Topology:
             raise KStreamsError(
                 "Topology needs an active Spark session; create it first "
                 "(kstreams_spark.configure_spark(SparkSession.builder).getOrCreate())"
+            )
+        if is_connect(spark):
+            raise KStreamsError(
+                "Topology does not run over Spark Connect: it builds and checks its graph in the "
+                "driver's JVM, which a Connect client does not have; over Connect, run a Python "
+                "processor with KStream.process"
             )
         self._graph = door(spark).topologyGraph()
         self._nodes: dict[str, _Node] = {}

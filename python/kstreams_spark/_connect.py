@@ -1,0 +1,276 @@
+"""The Spark Connect path: what ``_jvm`` does over py4j, done over a Connect session.
+
+A Connect client has no JVM. :class:`RemoteObject` stands for a JVM object on the server: each
+method call on it records a call of the same Scala API the classic path calls (message ``Call``
+of ``proto/kstreams_connect.proto``), and a DataFrame result becomes a Connect DataFrame whose plan
+is that call, which the server's ``KStreamsConnectPlugin`` makes. Errors therefore surface when
+the server analyzes the plan; :func:`connect_dataframe` asks for the schema at once, so a bad
+argument fails at the call, as in a classic session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+
+from kstreams_spark.errors import KStreamsError
+
+CALL_TYPE_URL = "type.googleapis.com/kstreams.connect.Call"
+PLUGIN_CLASS = "org.apache.spark.sql.kstreams.KStreamsConnectPlugin"
+
+# PythonAPI methods whose result Python uses as a value (not a JVM object to call further).
+_VALUE_METHODS = frozenset(
+    {"columnNames", "aggregateInputName", "valueInputName", "leftValueName", "rightValueName"}
+)
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session (decided per session, so one process may use
+    a classic and a Connect session side by side)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+class RemoteDataFrame:
+    """A DataFrame argument of a call."""
+
+    __slots__ = ("df",)
+
+    def __init__(self, df: DataFrame) -> None:
+        self.df = df
+
+
+class RemoteColumn:
+    """A Column argument of a call."""
+
+    __slots__ = ("column",)
+
+    def __init__(self, column: Column) -> None:
+        self.column = column
+
+
+class RemoteObject:
+    """A JVM object on the Connect server: the result of ``method(*args)`` on ``target``, or
+    without a target the static methods of ``kstreams.<class_name>``."""
+
+    __slots__ = ("_spark", "_target", "_class_name", "_method", "_args")
+
+    def __init__(self, spark, target=None, class_name: str = "", method: str = "", args=()) -> None:
+        self._spark, self._target, self._class_name = spark, target, class_name
+        self._method, self._args = method, tuple(args)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+
+        def call(*args: Any) -> Any:
+            result = RemoteObject(self._spark, self if self._method else None, self._class_name, name, args)
+            return result.value() if name in _VALUE_METHODS else result
+
+        return call
+
+    def __getitem__(self, key: str) -> RemoteObject:
+        # the map PythonAPI.branches returns
+        return RemoteObject(self._spark, self, self._class_name, "get", (key,))
+
+    def value(self) -> Any:
+        """The call's result, for results that are plain values."""
+        rows = connect_dataframe(self, self._spark).collect()
+        return json.loads(rows[0][0])
+
+    def to_proto(self, client):
+        from kstreams_spark import kstreams_connect_pb2 as pb
+
+        call = pb.Call(class_name=self._class_name, method=self._method)
+        if self._target is not None:
+            call.target.CopyFrom(self._target.to_proto(client))
+        call.args.extend(_value(a, client) for a in self._args)
+        return call
+
+
+def _value(arg: Any, client):
+    from kstreams_spark import kstreams_connect_pb2 as pb
+
+    if arg is None:
+        return pb.Value(null=True)
+    if isinstance(arg, bool):
+        return pb.Value(boolean=arg)
+    if isinstance(arg, int):
+        return pb.Value(long=arg)
+    if isinstance(arg, float):
+        return pb.Value(double=arg)
+    if isinstance(arg, str):
+        return pb.Value(string=arg)
+    if isinstance(arg, RemoteObject):
+        return pb.Value(call=arg.to_proto(client))
+    if isinstance(arg, RemoteDataFrame):
+        return pb.Value(relation=arg.df._plan.plan(client).SerializeToString())
+    if isinstance(arg, RemoteColumn):
+        return pb.Value(expression=_expression(arg.column, client))
+    if isinstance(arg, list) and all(isinstance(a, RemoteColumn) for a in arg):
+        return pb.Value(columns=pb.Expressions(expressions=[_expression(a.column, client) for a in arg]))
+    raise KStreamsError(f"cannot send a {type(arg).__name__} to the Spark Connect server")
+
+
+def _expression(column: Column, client) -> bytes:
+    return column._expr.to_plan(client).SerializeToString()
+
+
+def connect_dataframe(call: RemoteObject, spark) -> DataFrame:
+    """The Connect DataFrame whose plan is ``call``, analyzed at once (see the module's doc)."""
+    from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
+    from pyspark.sql.connect.plan import LogicalPlan
+
+    class CallPlan(LogicalPlan):
+        def __init__(self) -> None:
+            super().__init__(None)
+
+        def plan(self, client):
+            relation = self._create_proto_relation()
+            relation.extension.type_url = CALL_TYPE_URL
+            relation.extension.value = call.to_proto(client).SerializeToString()
+            return relation
+
+    df = ConnectDataFrame(CallPlan(), spark)
+    with connect_errors():
+        df.schema  # noqa: B018 (analysis on the server: a bad argument fails here)
+    return df
+
+
+class connect_errors:
+    """Turns the server's ``kstreams.KStreamsException`` (and a server without the plugin) into
+    :class:`KStreamsError`."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        if error is None:
+            return False
+        from pyspark.errors.exceptions.connect import SparkConnectException
+
+        if not isinstance(error, SparkConnectException):
+            return False
+        text = str(error)
+        if "NO_HANDLER_FOR_EXTENSION" in text or "No handler found for extension" in text:
+            raise KStreamsError(
+                "the Spark Connect server does not have the kstreams plugin; start it with the "
+                f"kstreams jar on --jars and --conf spark.connect.extensions.relation.classes={PLUGIN_CLASS} "
+                "(or run `kstreams-spark connect-server`)"
+            ) from None
+        message = _kstreams_message(error)
+        if message is not None:
+            raise KStreamsError(message) from None
+        return False
+
+
+def _kstreams_message(error) -> str | None:
+    """The message of a ``kstreams.KStreamsException`` the server raised, if it is one."""
+    classes = list(getattr(error, "_classes", None) or [])
+    text = getattr(error, "_message", None) or str(error)
+    if "kstreams.KStreamsException" in classes or text.startswith("kstreams.KStreamsException"):
+        prefix = "kstreams.KStreamsException: "
+        return text[len(prefix) :] if text.startswith(prefix) else text
+    marker = "(kstreams.KStreamsException) "
+    if marker in text:
+        return text.split(marker, 1)[1]
+    return None
+
+
+# ---- a local Connect server with kstreams (``kstreams-spark connect-server``, the tests)
+
+
+def server_command(port: int, host: str = "127.0.0.1", master: str = "local[*]") -> list[str]:
+    """spark-submit of Spark's Connect server from the installed pyspark, with the kstreams jar,
+    the plugin and the settings ``configure_spark`` gives a classic session."""
+    import pyspark
+
+    from kstreams_spark._jvm import jar_path
+    from kstreams_spark.session import (
+        PROVIDER_KEY,
+        ROCKSDB_PROVIDER,
+        VERIFY_EMPTY_CHECKPOINT_KEY,
+        WATERMARK_POLICY_KEY,
+        kafka_connector_jars,
+    )
+
+    spark_home = os.path.dirname(pyspark.__file__)
+    conf = {
+        "spark.connect.extensions.relation.classes": PLUGIN_CLASS,
+        PROVIDER_KEY: ROCKSDB_PROVIDER,
+        VERIFY_EMPTY_CHECKPOINT_KEY: "false",
+        WATERMARK_POLICY_KEY: "max",
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.connect.grpc.binding.address": host,
+        # Python processors run in workers of this interpreter, which has kstreams_spark
+        "spark.pyspark.python": sys.executable,
+        "spark.ui.enabled": "false",
+    }
+    command = [
+        os.path.join(spark_home, "bin", "spark-submit"),
+        "--class",
+        "org.apache.spark.sql.connect.service.SparkConnectServer",
+        "--name",
+        "kstreams Spark Connect server",
+        "--master",
+        master,
+        "--jars",
+        ",".join([jar_path(), *kafka_connector_jars()]),
+    ]
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    return command + ["spark-internal"]
+
+
+def start_server(
+    port: int,
+    host: str = "127.0.0.1",
+    master: str = "local[*]",
+    timeout_s: float = 120,
+    log=None,
+    command: list[str] | None = None,
+):
+    """Starts ``command`` (default: :func:`server_command`) in its own process group and waits
+    until it listens; returns the process (stop it with :func:`stop_server`)."""
+    import pyspark
+
+    env = dict(os.environ, SPARK_HOME=os.path.dirname(pyspark.__file__))
+    process = subprocess.Popen(
+        command or server_command(port, host, master),
+        env=env,
+        stdout=log or subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise KStreamsError(
+                f"the Spark Connect server exited with code {process.returncode} before listening"
+            )
+        try:
+            with socket.create_connection((host, port), timeout=1):
+                return process
+        except OSError:
+            time.sleep(0.5)
+    stop_server(process)
+    raise KStreamsError(f"the Spark Connect server did not listen on {host}:{port} within {timeout_s:.0f} s")
+
+
+def stop_server(process) -> None:
+    import signal
+
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    except ProcessLookupError:
+        pass

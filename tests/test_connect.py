@@ -1,0 +1,236 @@
+"""Spark Connect: the operators from a remote session (``SparkSession.builder.remote``) on a real
+Connect server this module starts from the pinned pyspark (``kstreams-spark connect-server``'s
+command) on 127.0.0.1, streaming over JSON files (several micro-batches and a restart from the
+checkpoint, ``run_mode``'s ``split_restart``). Each expects the same rows as the classic tests of
+the same example (imported from them); bad input gets the classic messages."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+from kstreams_spark import (
+    JoinWindows,
+    KStream,
+    KStreamsError,
+    Processor,
+    SessionWindows,
+    Stores,
+    TimeWindows,
+    Topology,
+)
+from kstreams_spark._connect import PLUGIN_CLASS, server_command, start_server, stop_server
+from pyspark import cloudpickle
+from pyspark.sql import functions as F
+from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+from streams import Rec, forwarded, run_mode, with_offsets
+from test_dedup_spec import EXAMPLES, OPERATORS, records_of
+from test_dsl import AGG, JOINED, concat_joiner, join_records, sides, table_rows
+from test_windowed_and_sequence import CASES, SECONDS, rows_of, ts, windowed
+
+# the processor below runs in the server's Python workers
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server_port(tmp_path_factory):
+    """The port of a Connect server with kstreams, for this module."""
+    port = free_port()
+    with open(tmp_path_factory.mktemp("connect") / "server.log", "w") as log:
+        server = start_server(port, master="local[2]", log=log)
+        try:
+            yield port
+        finally:
+            stop_server(server)
+
+
+@pytest.fixture(scope="module")
+def remote(server_port):
+    """A remote session on the server; the process's environment (pyspark marks the process as a
+    Connect client) is restored afterwards for the classic tests."""
+    saved = dict(os.environ)
+    # pyspark.sql.SparkSession.builder refuses a remote session in a process with a classic one
+    # (this pytest process has the classic tests' session), so the Connect builder itself, and
+    # the variable by which pyspark (F.col, udf) and kstreams_spark know it is a Connect client
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    try:
+        session = RemoteSparkSession.builder.remote(f"sc://127.0.0.1:{server_port}").getOrCreate()
+        session.conf.set("spark.sql.shuffle.partitions", "2")
+        session.conf.set("spark.sql.session.timeZone", "UTC")
+        yield session
+        session.stop()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def test_the_session_is_remote(remote):
+    assert type(remote).__module__ == "pyspark.sql.connect.session"
+
+
+def test_the_readme_example_runs(server_port, tmp_path):
+    """README, "Spark Connect": the example as written (on this module's server), in a new Python
+    process as a user runs it."""
+    text = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
+    section = text.split("## Spark Connect", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    script = tmp_path / "example.py"
+    script.write_text(
+        block.replace("127.0.0.1:15002", f"127.0.0.1:{server_port}")
+        + "print(deduped.isStreaming, deduped.columns)\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "True ['key', 'value', 'timestamp']"
+
+
+@pytest.mark.parametrize(
+    "example, op",
+    [
+        (EXAMPLES[0], "by_key"),
+        (EXAMPLES[5], "by_key"),
+        (EXAMPLES[3], "by_key_value"),
+        (EXAMPLES[7], "deduplicate"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else v[0],
+)
+def test_dedup_spec_examples(remote, tmp_path, example, op):
+    name, interval, recs, expected = example
+    records = records_of(recs)
+    out = run_mode(remote, tmp_path, records, OPERATORS[op](interval), "split_restart")
+    assert forwarded(out) == [(records[i].key, f"v{i}") for i in expected]
+
+
+@pytest.mark.parametrize("case", ["tumbling_10s", "session_gap_9s"])
+def test_windowed_distinct_spec_example(remote, tmp_path, case):
+    windows, expected, _ = CASES[case]
+    records = [Rec("k", s) for s in SECONDS]
+    out = run_mode(remote, tmp_path, records, windowed(windows), "split_restart")
+    assert rows_of(out) == [(ts(t), ts(s), ts(e)) for t, s, e in expected]
+
+
+def test_sequence_dedup_seed_example(remote, tmp_path):
+    seqs = list(range(1, 8)) + [4, 5, 6, 7] + list(range(8, 12))
+    records = [Rec("k", i, value=str(s)) for i, s in enumerate(seqs)]
+    op = lambda df: KStream(df).deduplicate_by_sequence(F.col("value").cast("long")).df  # noqa: E731
+    out = run_mode(remote, tmp_path, records, op, "split_restart")
+    assert [int(v) for _, v in forwarded(out)] == list(range(1, 12))
+
+
+def test_count_reduce_and_windowed_count(remote, tmp_path):
+    count = run_mode(
+        remote, tmp_path / "count", AGG, lambda df: KStream(df).group_by_key().count().df, "split_restart"
+    )
+    assert table_rows(count, "value") == [("1", 1, 5), ("1", 2, 5), ("1", 3, 10)]
+    reduce = lambda df: KStream(df).group_by_key().reduce(lambda agg, v: F.concat(agg, v)).df  # noqa: E731
+    out = run_mode(remote, tmp_path / "reduce", AGG, reduce, "split_restart")
+    assert table_rows(out, "value") == [("1", "a", 5), ("1", "ab", 5), ("1", "abc", 10)]
+    sessions = lambda df: (  # noqa: E731
+        KStream(df)
+        .group_by_key()
+        .windowed_by(SessionWindows.of_inactivity_gap_with_no_grace("1 second"))
+        .aggregate(F.lit(0), lambda agg, v: agg + 1, lambda a, b: a + b)
+        .df
+    )
+    out = run_mode(remote, tmp_path / "sessions", AGG, sessions, "split_restart")
+    # 5 ms opens a session; 3 ms and then 10 ms each merge it away (a tombstone) into a larger one
+    assert Counter(r.value for r in out.collect()) == Counter({1: 1, 2: 1, 3: 1, None: 2})
+    tumbling = TimeWindows.of_size_with_no_grace("1 second")
+    rows = [(r.key, r.value, r.timestamp()) for r in with_offsets(AGG)]
+    batch = KStream(
+        remote.createDataFrame(rows, "key string, value string, timestamp timestamp"),
+        partition=None,
+        offset=None,
+    )
+    assert sorted(r.value for r in batch.group_by_key().windowed_by(tumbling).count().df.collect()) == [
+        1,
+        2,
+        3,
+    ]
+
+
+def test_stream_stream_and_table_joins(remote, tmp_path):
+    windows = JoinWindows.of_time_difference_with_no_grace("100 milliseconds")
+
+    def op(df):
+        left, right = sides(df)
+        return left.join(right, concat_joiner, windows).df
+
+    out = run_mode(remote, tmp_path, join_records(), op, "split_restart")
+    assert table_rows(out, "value") == JOINED
+    schema = "key string, value string, timestamp timestamp, partition int, offset long"
+    left, right = sides(remote.createDataFrame([("k", "x", ts(1), 0, 0), ("k", "y", ts(2), 1, 0)], schema))
+    joined = left.to_table().join(right.to_table(), concat_joiner).df
+    assert [(r.key, r.value) for r in joined.collect()] == [("k", "x+y")]
+
+
+class CountingUpper(Processor):
+    """Forwards the value upper-cased with the number of records of its key so far."""
+
+    def init(self, context):
+        self.context = context
+        self.store = context.get_state_store("counts")
+
+    def process(self, record):
+        seen = (self.store.get(record.key) or 0) + 1
+        self.store.put(record.key, seen)
+        self.context.forward(record.key, f"{record.value.upper()}{seen}")
+
+
+def test_python_processor(remote, tmp_path):
+    records = [Rec("a", 1, value="x"), Rec("b", 2, value="y"), Rec("a", 3, value="z"), Rec("a", 4, value="w")]
+    op = lambda df: KStream(df).process(CountingUpper, stores=[Stores.key_value("counts")]).df  # noqa: E731
+    out = run_mode(remote, tmp_path, records, op, "split_restart")
+    assert forwarded(out) == [("a", "X1"), ("b", "Y1"), ("a", "Z2"), ("a", "W3")]
+
+
+def test_bad_input_gets_the_classic_messages(remote):
+    df = remote.createDataFrame([("k", "v", ts(1))], "key string, value string, timestamp timestamp")
+    with pytest.raises(
+        KStreamsError, match="no key column 'user' in the DataFrame; available columns: key, value, timestamp"
+    ):
+        KStream(df, key="user").deduplicate_by_key("10 s")
+    with pytest.raises(KStreamsError, match="cannot read interval '10 parsecs'"):
+        KStream(df).deduplicate_by_key("10 parsecs")
+    with pytest.raises(KStreamsError, match="the id expression .*nope.* does not resolve on this DataFrame"):
+        KStream(df).deduplicate(F.col("nope"), "1 minute")
+
+
+def test_topology_says_it_does_not_run_over_connect(remote):
+    with pytest.raises(KStreamsError, match="Topology does not run over Spark Connect.*KStream.process"):
+        Topology()
+
+
+def test_a_server_without_the_plugin_is_named(tmp_path):
+    """Without the plugin the server cannot plan kstreams' message: the error says what to start."""
+    saved = dict(os.environ)
+    port = free_port()
+    command = server_command(port, master="local[1]")
+    at = command.index(f"spark.connect.extensions.relation.classes={PLUGIN_CLASS}")
+    del command[at - 1 : at + 1]
+    with open(tmp_path / "server.log", "w") as log:
+        server = start_server(port, log=log, command=command)
+        try:
+            os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+            session = RemoteSparkSession.builder.remote(f"sc://127.0.0.1:{port}").create()
+            df = session.createDataFrame([("k", "v", ts(1))], "key string, value string, timestamp timestamp")
+            with pytest.raises(
+                KStreamsError, match="does not have the kstreams plugin.*kstreams-spark connect-server"
+            ):
+                KStream(df, partition=None, offset=None).deduplicate_by_key("1 second")
+            session.stop()
+        finally:
+            stop_server(server)
+            os.environ.clear()
+            os.environ.update(saved)
