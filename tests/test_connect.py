@@ -45,14 +45,32 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server_port(tmp_path_factory):
-    """The port of a Connect server with kstreams, for this module."""
+    """The port of a Connect server with kstreams for this module, started as a user does:
+    ``kstreams-spark connect-server --port N``; stopped as by Ctrl-C or kill (SIGTERM), after which
+    the command exits 0 and nothing listens on the port."""
     port = free_port()
+    cli = os.path.join(os.path.dirname(sys.executable), "kstreams-spark")
     with open(tmp_path_factory.mktemp("connect") / "server.log", "w") as log:
-        server = start_server(port, master="local[2]", log=log)
+        server = subprocess.Popen(
+            [cli, "connect-server", "--port", str(port), "--master", "local[2]"],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+        )
         try:
+            assert server.stdout.readline().startswith(
+                f"starting a Spark Connect server with kstreams on 127.0.0.1:{port}"
+            )
+            ready = server.stdout.readline()
+            assert ready == f'ready: SparkSession.builder.remote("sc://127.0.0.1:{port}").getOrCreate()\n', (
+                ready
+            )
             yield port
         finally:
-            stop_server(server)
+            server.terminate()
+            assert server.wait(timeout=60) == 0
+            with pytest.raises(OSError):
+                socket.create_connection(("127.0.0.1", port), timeout=2).close()
 
 
 @pytest.fixture(scope="module")

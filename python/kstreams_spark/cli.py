@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -168,6 +169,13 @@ def run_connect_server(args: argparse.Namespace) -> int:
         print(f"kstreams-spark: {e}", file=sys.stderr)
         return 1
     print(f'ready: SparkSession.builder.remote("sc://{args.host}:{args.port}").getOrCreate()', flush=True)
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    # Ctrl-C, and a plain kill: the server is in its own process group, so stop it here
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     try:
         return process.wait()
     except KeyboardInterrupt:
