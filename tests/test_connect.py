@@ -23,12 +23,13 @@ from kstreams_spark import (
     Stores,
     TimeWindows,
     Topology,
+    operator_metrics,
 )
 from kstreams_spark._connect import PLUGIN_CLASS, server_command, start_server, stop_server
 from pyspark import cloudpickle
 from pyspark.sql import functions as F
 from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
-from streams import Rec, forwarded, run_mode, with_offsets
+from streams import Rec, StreamRun, forwarded, run_mode, with_offsets
 from test_dedup_spec import EXAMPLES, OPERATORS, records_of
 from test_dsl import AGG, JOINED, concat_joiner, join_records, sides, table_rows
 from test_windowed_and_sequence import CASES, SECONDS, rows_of, ts, windowed
@@ -136,6 +137,18 @@ def test_windowed_distinct_spec_example(remote, tmp_path, case):
     records = [Rec("k", s) for s in SECONDS]
     out = run_mode(remote, tmp_path, records, windowed(windows), "split_restart")
     assert rows_of(out) == [(ts(t), ts(s), ts(e)) for t, s, e in expected]
+
+
+def test_operator_metrics_of_a_connect_query(remote, tmp_path):
+    records = with_offsets([Rec("a", 1), Rec("b", 2), Rec("a", 6), Rec("a", 21), Rec("b", 4)])
+    run = StreamRun(remote, str(tmp_path), lambda df: KStream(df).deduplicate_by_key("10 seconds").df)
+    run.add_batch(records[:2])
+    run.add_batch(records[2:])
+    run.run()
+    # the spec's section 2 example in arrival order: only 6 is a repeat (of 1); 4 arrives after
+    # 21, when 2 is more than 10 s behind the stream time and no longer counts
+    totals = operator_metrics(run.progress)
+    assert totals == {"kstreams_deduplicate_by_key": {"forwarded": 4, "duplicates_dropped": 1}}
 
 
 def test_sequence_dedup_seed_example(remote, tmp_path):

@@ -34,8 +34,7 @@ def operator_metrics(
     for progress in progresses:
         for name, row in (progress["observedMetrics"] or {}).items():
             if name.startswith("kstreams_"):
-                values = row.asDict() if hasattr(row, "asDict") else dict(row)
-                for metric, value in values.items():
+                for metric, value in _counters(row).items():
                     totals[name][metric] += int(value or 0)
     result: dict[str, dict[str, float]] = {name: dict(values) for name, values in totals.items()}
     if rates:
@@ -44,3 +43,13 @@ def operator_metrics(
             for metric, total in list(values.items()):
                 values[f"{metric}-rate"] = total / seconds if seconds > 0 else 0.0
     return result
+
+
+def _counters(row: Any) -> dict[str, Any]:
+    """An observed metric's counters by name. A classic session's progress gives a Row of them; a
+    Spark Connect session's gives the Row's JSON form, ``values`` and ``schema`` (its fields)."""
+    values = row.asDict() if hasattr(row, "asDict") else dict(row)
+    if set(values) == {"values", "schema"} and isinstance(values["schema"], dict):
+        names = [f["name"] for f in values["schema"].get("fields", [])]
+        return dict(zip(names, values["values"], strict=True))
+    return values
