@@ -10,12 +10,15 @@ argument fails at the call, as in a classic session.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -32,8 +35,8 @@ _VALUE_METHODS = frozenset(
 
 
 def is_connect(spark: SparkSession) -> bool:
-    """Whether ``spark`` is a Spark Connect session (decided per session, so one process may use
-    a classic and a Connect session side by side)."""
+    """Whether ``spark`` is a Spark Connect session (Columns, which carry no session, follow
+    pyspark's own ``is_remote()`` instead; see ``_jvm.java_column``)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
@@ -143,44 +146,27 @@ def connect_dataframe(call: RemoteObject, spark) -> DataFrame:
     return df
 
 
-class connect_errors:
+@contextlib.contextmanager
+def connect_errors() -> Iterator[None]:
     """Turns the server's ``kstreams.KStreamsException`` (and a server without the plugin) into
-    :class:`KStreamsError`."""
+    :class:`KStreamsError`, as ``_jvm.jvm_errors`` does for py4j."""
+    from pyspark.errors.exceptions.connect import SparkConnectException
 
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, error, traceback) -> bool:
-        if error is None:
-            return False
-        from pyspark.errors.exceptions.connect import SparkConnectException
-
-        if not isinstance(error, SparkConnectException):
-            return False
-        text = str(error)
-        if "NO_HANDLER_FOR_EXTENSION" in text or "No handler found for extension" in text:
+    try:
+        yield
+    except SparkConnectException as e:
+        # the server's message, without the JVM stack trace str(e) appends
+        text = getattr(e, "_message", None) or str(e)
+        if "NO_HANDLER_FOR_EXTENSION" in str(e):
             raise KStreamsError(
                 "the Spark Connect server does not have the kstreams plugin; start it with the "
                 f"kstreams jar on --jars and --conf spark.connect.extensions.relation.classes={PLUGIN_CLASS} "
                 "(or run `kstreams-spark connect-server`)"
             ) from None
-        message = _kstreams_message(error)
-        if message is not None:
-            raise KStreamsError(message) from None
-        return False
-
-
-def _kstreams_message(error) -> str | None:
-    """The message of a ``kstreams.KStreamsException`` the server raised, if it is one."""
-    classes = list(getattr(error, "_classes", None) or [])
-    text = getattr(error, "_message", None) or str(error)
-    if "kstreams.KStreamsException" in classes or text.startswith("kstreams.KStreamsException"):
-        prefix = "kstreams.KStreamsException: "
-        return text[len(prefix) :] if text.startswith(prefix) else text
-    marker = "(kstreams.KStreamsException) "
-    if marker in text:
-        return text.split(marker, 1)[1]
-    return None
+        marker = "(kstreams.KStreamsException) "
+        if marker in text:
+            raise KStreamsError(text.split(marker, 1)[1]) from None
+        raise
 
 
 # ---- a local Connect server with kstreams (``kstreams-spark connect-server``, the tests)
@@ -192,20 +178,13 @@ def server_command(port: int, host: str = "127.0.0.1", master: str = "local[*]")
     import pyspark
 
     from kstreams_spark._jvm import jar_path
-    from kstreams_spark.session import (
-        PROVIDER_KEY,
-        ROCKSDB_PROVIDER,
-        VERIFY_EMPTY_CHECKPOINT_KEY,
-        WATERMARK_POLICY_KEY,
-        kafka_connector_jars,
-    )
+    from kstreams_spark.session import DEFAULT_SETTINGS, REQUIRED_SETTINGS, kafka_connector_jars
 
     spark_home = os.path.dirname(pyspark.__file__)
     conf = {
         "spark.connect.extensions.relation.classes": PLUGIN_CLASS,
-        PROVIDER_KEY: ROCKSDB_PROVIDER,
-        VERIFY_EMPTY_CHECKPOINT_KEY: "false",
-        WATERMARK_POLICY_KEY: "max",
+        **REQUIRED_SETTINGS,
+        **DEFAULT_SETTINGS,
         "spark.connect.grpc.binding.port": str(port),
         "spark.connect.grpc.binding.address": host,
         # Python processors run in workers of this interpreter, which has kstreams_spark
@@ -264,8 +243,7 @@ def start_server(
 
 
 def stop_server(process) -> None:
-    import signal
-
+    """Stops the server's process group: SIGTERM, then SIGKILL after 30 s."""
     try:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)

@@ -18,6 +18,10 @@ PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 # same keys in SparkSessionChecks.scala, whose KStream.configure sets them for Scala).
 VERIFY_EMPTY_CHECKPOINT_KEY = "spark.sql.streaming.verifyCheckpointDirectoryEmptyOnStart"
 WATERMARK_POLICY_KEY = "spark.sql.streaming.multipleWatermarkPolicy"
+# What configure_spark gives a session, and `kstreams-spark connect-server` its server: the state
+# store the operators need, and two defaults that a user's own setting overrides.
+REQUIRED_SETTINGS = {PROVIDER_KEY: ROCKSDB_PROVIDER}
+DEFAULT_SETTINGS = {VERIFY_EMPTY_CHECKPOINT_KEY: "false", WATERMARK_POLICY_KEY: "max"}
 
 
 def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
@@ -49,12 +53,12 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
         paths = {urlparse(p).path if p.startswith("file:") else p for p in parts}
         return sep.join(parts + [j for j in jars if j not in paths])
 
-    builder = (
-        builder.config("spark.jars", appended("spark.jars", ","))
-        .config("spark.driver.extraClassPath", appended("spark.driver.extraClassPath", ":"))
-        .config(PROVIDER_KEY, ROCKSDB_PROVIDER)
+    builder = builder.config("spark.jars", appended("spark.jars", ",")).config(
+        "spark.driver.extraClassPath", appended("spark.driver.extraClassPath", ":")
     )
-    for key, value in ((VERIFY_EMPTY_CHECKPOINT_KEY, "false"), (WATERMARK_POLICY_KEY, "max")):
+    for key, value in REQUIRED_SETTINGS.items():
+        builder = builder.config(key, value)
+    for key, value in DEFAULT_SETTINGS.items():
         if key not in options:
             builder = builder.config(key, value)
     return builder

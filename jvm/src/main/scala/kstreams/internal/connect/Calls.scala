@@ -137,7 +137,7 @@ final class CallRunner(relation: Array[Byte] => DataFrame, expression: Array[Byt
   /** `args` as `method`'s parameters, or None when they do not fit. */
   private def converted(method: Method, args: Seq[AnyRef]): Option[Seq[AnyRef]] = {
     val values = method.getParameterTypes.toSeq.zip(args).map {
-      case (_, null) => Some(null)
+      case (t, null) => if (t.isPrimitive) None else Some(null)
       case (t, v: java.lang.Long) if t == classOf[Int] || t == classOf[java.lang.Integer] =>
         if (v.longValue.isValidInt) Some(Int.box(v.intValue)) else None
       case (t, v: java.lang.Long) if t == classOf[scala.Long] => Some(v)
