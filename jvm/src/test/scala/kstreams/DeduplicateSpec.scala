@@ -139,6 +139,16 @@ class DeduplicateSpec extends SparkSuite {
       if (java.nio.file.Files.isDirectory(from)) java.nio.file.Files.createDirectories(to)
       else java.nio.file.Files.copy(from, to)
     }
+    // Spark's operator metadata names its schema file by absolute path (the fixture was written
+    // in /tmp/global-v1): point it at the copy, and drop the Hadoop checksum of the old bytes.
+    val operatorMetadata = checkpoint.resolve("state/0/_metadata/v2/0")
+    java.nio.file.Files.writeString(
+      operatorMetadata,
+      java.nio.file.Files
+        .readString(operatorMetadata)
+        .replace("file:/tmp/global-v1", checkpoint.toUri.toString.stripSuffix("/"))
+    )
+    java.nio.file.Files.deleteIfExists(checkpoint.resolve("state/0/_metadata/v2/.0.crc"))
     val input = MemoryStream[Event](Encoders.product[Event], spark)
     val query = KStream(input.toDF())
       .deduplicate(col("key"), "10 seconds")
