@@ -14,6 +14,8 @@ import sys
 from collections import Counter
 
 import pytest
+from kafka_broker import produce, read_topic
+from kafka_streams import kafka_source
 from kstreams_spark import (
     JoinWindows,
     KStream,
@@ -100,18 +102,37 @@ def test_the_session_is_remote(remote):
 
 def test_the_readme_example_runs(server_port, tmp_path):
     """README, "Spark Connect": the example as written (on this module's server), in a new Python
-    process as a user runs it."""
+    process as a user runs it, with no JVM within reach (no java on the PATH, no JAVA_HOME or
+    SPARK_HOME): its stream runs on the server, and the rate source's first ten values, keys 0-9,
+    are each forwarded once."""
     text = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
     section = text.split("## Spark Connect", 1)[1].split("\n## ", 1)[0]
     (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
     script = tmp_path / "example.py"
     script.write_text(
         block.replace("127.0.0.1:15002", f"127.0.0.1:{server_port}")
-        + "print(deduped.isStreaming, deduped.columns)\n"
+        + """
+import time
+query = deduped.writeStream.format("memory").queryName("readme_out").start()
+first = []
+for _ in range(240):
+    first = spark.sql("select key, value from readme_out where cast(value as int) < 10").collect()
+    if len(first) == 10:
+        break
+    time.sleep(0.5)
+query.stop()
+print(sorted((r.key, r.value) for r in first))
+"""
     )
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("JAVA_HOME", "SPARK_HOME", "SPARK_CONNECT_MODE_ENABLED")
+    }
+    env["PATH"] = os.path.dirname(sys.executable)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().splitlines()[-1] == "True ['key', 'value', 'timestamp']"
+    assert done.stdout.strip().splitlines()[-1] == str([(str(i), str(i)) for i in range(10)])
 
 
 @pytest.mark.parametrize(
@@ -224,6 +245,44 @@ def test_python_processor(remote, tmp_path):
     op = lambda df: KStream(df).process(CountingUpper, stores=[Stores.key_value("counts")]).df  # noqa: E731
     out = run_mode(remote, tmp_path, records, op, "split_restart")
     assert forwarded(out) == [("a", "X1"), ("b", "Y1"), ("a", "Z2"), ("a", "W3")]
+
+
+def test_dedup_from_kafka_to_kafka(remote, kafka, tmp_path):
+    """A Kafka topic in, deduplicate_by_key, ``KStream.to`` another topic: the server's Kafka
+    connector (``connect-server`` puts the bundled one on ``--jars``) on both ends."""
+    source, sink = (
+        kafka.create_topic("connect-in", partitions=2),
+        kafka.create_topic("connect-out", partitions=1),
+    )
+    # partition 0: "a" at 1 s, its replay at 2 s (dropped), "b" at 3 s; partition 1: "a" at 4 s
+    # (forwarded: the store is per partition), then its replay at 30 s (forwarded: 4 + 10 <= 30)
+    produce(
+        kafka.bootstrap,
+        source,
+        [
+            (0, "a", "a1", 1000),
+            (0, "a", "a1", 2000),
+            (0, "b", "b1", 3000),
+            (1, "a", "a2", 4000),
+            (1, "a", "a2", 30000),
+        ],
+    )
+    df = kafka_source(remote, kafka.bootstrap, source, max_offsets=2)
+    deduped = KStream(df.withColumn("key", df.key.cast("string"))).deduplicate_by_key("10 seconds")
+    query = (
+        deduped.to(sink, **{"kafka.bootstrap.servers": kafka.bootstrap})
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    out = read_topic(kafka.bootstrap, sink)
+    assert sorted((r.key, r.value, dict(r.headers)["kstreams.timestamp"]) for r in out) == [
+        (b"a", b"a1", b"1000"),
+        (b"a", b"a2", b"30000"),
+        (b"a", b"a2", b"4000"),
+        (b"b", b"b1", b"3000"),
+    ]
 
 
 def test_bad_input_gets_the_classic_messages(remote):

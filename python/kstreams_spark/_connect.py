@@ -172,9 +172,15 @@ def connect_errors() -> Iterator[None]:
 # ---- a local Connect server with kstreams (``kstreams-spark connect-server``, the tests)
 
 
-def server_command(port: int, host: str = "127.0.0.1", master: str = "local[*]") -> list[str]:
+def server_command(
+    port: int, host: str = "127.0.0.1", master: str = "local[*]", shuffle_partitions: int = 4
+) -> list[str]:
     """spark-submit of Spark's Connect server from the installed pyspark, with the kstreams jar,
-    the plugin and the settings ``configure_spark`` gives a classic session."""
+    the plugin and the settings ``configure_spark`` gives a classic session.
+
+    ``shuffle_partitions`` is the sessions' default ``spark.sql.shuffle.partitions`` (the state
+    partitions of a new checkpoint), as the CLI's ``dedup`` sets it: Spark's default of 200 costs
+    a RocksDB commit per state partition and micro-batch, seconds per micro-batch on a laptop."""
     import pyspark
 
     from kstreams_spark._jvm import jar_path
@@ -187,6 +193,7 @@ def server_command(port: int, host: str = "127.0.0.1", master: str = "local[*]")
         **DEFAULT_SETTINGS,
         "spark.connect.grpc.binding.port": str(port),
         "spark.connect.grpc.binding.address": host,
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
         # Python processors run in workers of this interpreter, which has kstreams_spark
         "spark.pyspark.python": sys.executable,
         "spark.ui.enabled": "false",
@@ -214,6 +221,7 @@ def start_server(
     timeout_s: float = 120,
     log=None,
     command: list[str] | None = None,
+    shuffle_partitions: int = 4,
 ):
     """Starts ``command`` (default: :func:`server_command`) in its own process group and waits
     until it listens; returns the process (stop it with :func:`stop_server`)."""
@@ -221,7 +229,7 @@ def start_server(
 
     env = dict(os.environ, SPARK_HOME=os.path.dirname(pyspark.__file__))
     process = subprocess.Popen(
-        command or server_command(port, host, master),
+        command or server_command(port, host, master, shuffle_partitions),
         env=env,
         stdout=log or subprocess.DEVNULL,
         stderr=subprocess.STDOUT,

@@ -135,6 +135,13 @@ def _parser() -> argparse.ArgumentParser:
     server.add_argument("--port", type=int, default=15002, help="port to listen on (default: 15002)")
     server.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     server.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
+    server.add_argument(
+        "--shuffle-partitions",
+        type=int,
+        default=4,
+        help="the sessions' default spark.sql.shuffle.partitions, the state partitions of a new "
+        "checkpoint (default: 4; a session can set its own)",
+    )
     return parser
 
 
@@ -164,7 +171,9 @@ def run_connect_server(args: argparse.Namespace) -> int:
 
     print(f"starting a Spark Connect server with kstreams on {args.host}:{args.port} ...", flush=True)
     try:
-        process = start_server(args.port, args.host, args.master, log=sys.stderr)
+        process = start_server(
+            args.port, args.host, args.master, log=sys.stderr, shuffle_partitions=args.shuffle_partitions
+        )
     except KStreamsError as e:
         print(f"kstreams-spark: {e}", file=sys.stderr)
         return 1
