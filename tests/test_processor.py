@@ -194,6 +194,49 @@ def test_usage_errors(spark):
         KStream(df).process(Sum).df.collect()
 
 
+def test_missing_or_old_worker_packages_name_the_extra(spark, monkeypatch):
+    """pyspark's transformWithState needs pandas and pyarrow: without them (or too old) the error
+    says which and names the extra, before any Spark job."""
+    import types
+
+    df = batch_df(spark, with_offsets([Rec("a", 1)]))
+    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas raises ImportError
+    with pytest.raises(
+        KStreamsError, match=r"\(pandas is not installed\): pip install 'kstreams-spark\[processor\]'"
+    ):
+        KStream(df).process(Sum)
+    monkeypatch.undo()
+    old_pyarrow = types.ModuleType("pyarrow")
+    old_pyarrow.__version__ = "17.0.0"
+    monkeypatch.setitem(sys.modules, "pyarrow", old_pyarrow)
+    with pytest.raises(KStreamsError, match=r"\(pyarrow is 17.0.0, older than 18.0.0\)"):
+        KStream(df).process(Sum)
+
+
+@pytest.mark.parametrize(
+    "options, env, expected",
+    [
+        ({}, {}, sys.executable),  # no master: local[*]
+        ({"spark.master": "local[2]"}, {}, sys.executable),
+        ({"spark.master": "spark://host:7077"}, {}, None),  # a cluster's machines have their own
+        ({"spark.pyspark.python": "/opt/py"}, {}, "/opt/py"),  # the user's choice stays
+        ({}, {"PYSPARK_PYTHON": "/opt/py"}, None),  # Spark reads the variable itself
+    ],
+)
+def test_configure_spark_gives_local_workers_this_interpreter(monkeypatch, options, env, expected):
+    from kstreams_spark import configure_spark
+    from pyspark.sql import SparkSession
+
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    builder = SparkSession.Builder()
+    for key, value in options.items():
+        builder = builder.config(key, value)
+    assert configure_spark(builder)._options.get("spark.pyspark.python") == expected
+
+
 def dedup_processor(spark, interval):
     interval_ms = door(spark).intervalMicros(interval) // 1000
     return lambda df: (

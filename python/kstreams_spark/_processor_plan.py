@@ -86,10 +86,50 @@ def normalized_input(stream, source: str):
     ), offset is not None and offset in fields
 
 
+# What pyspark 4.3.0's transformWithState needs in the driver and the Python workers (its own
+# minimums, pyspark/sql/pandas/utils.py): checked here so that a plain `pip install kstreams-spark`
+# hears which extra to install, not pyspark's "Pandas >= 2.2.0 must be installed".
+WORKER_PACKAGES = {"pandas": (2, 2, 0), "pyarrow": (18, 0, 0)}
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for part in version.split(".")[:3]:
+        digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def check_worker_packages() -> None:
+    """Raises a KStreamsError naming the ``processor`` extra when pandas or pyarrow is missing or
+    older than pyspark's minimum."""
+    import importlib
+
+    problems = []
+    for name, minimum in WORKER_PACKAGES.items():
+        wanted = ".".join(map(str, minimum))
+        try:
+            version = importlib.import_module(name).__version__
+        except ImportError:
+            problems.append(f"{name} is not installed")
+            continue
+        if _version_tuple(version) < minimum:
+            problems.append(f"{name} is {version}, older than {wanted}")
+    if problems:
+        raise KStreamsError(
+            "Python processors run on pyspark's transformWithState, which needs pandas >= 2.2.0 and "
+            f"pyarrow >= 18.0.0 in the driver and the Python workers ({'; '.join(problems)}): "
+            "pip install 'kstreams-spark[processor]'"
+        )
+
+
 def run(
     inputs, nodes, source_children, timestamp_name, has_offset, key_type, value_type, output_names, wall_clock
 ):
     """Plans the runner over the union of ``inputs`` (normalized DataFrames)."""
+    check_worker_packages()
     df = inputs[0]
     for other in inputs[1:]:
         try:

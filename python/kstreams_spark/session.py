@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import sys
 from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
@@ -39,7 +40,9 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
     ``spark.sql.streaming.multipleWatermarkPolicy`` to ``max`` (the query's watermark follows
     its most advanced input, as a Kafka Streams task's stream time does; under Spark's default
     ``min``, a query with several watermarks gets other results after a restart). Both are in
-    README, "Crash safety"; a query keeps the policy it started with.
+    README, "Crash safety"; a query keeps the policy it started with. On a local master, unless
+    ``spark.pyspark.python`` or ``PYSPARK_PYTHON`` is set, it sets ``spark.pyspark.python`` to
+    this interpreter, so Python processors' workers have the same packages as the driver.
 
     >>> spark = configure_spark(SparkSession.builder.master("local[2]")).getOrCreate()
     """
@@ -61,7 +64,25 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
     for key, value in DEFAULT_SETTINGS.items():
         if key not in options:
             builder = builder.config(key, value)
+    if _local_workers_python_unset(options):
+        # Python processors run in Python workers; unless told otherwise Spark starts them with
+        # `python3` from the PATH, which outside an activated venv lacks kstreams_spark and pandas.
+        # A local master's workers run on this machine, so give them this interpreter.
+        builder = builder.config(WORKERS_PYTHON_KEY, sys.executable)
     return builder
+
+
+WORKERS_PYTHON_KEY = "spark.pyspark.python"
+
+
+def _local_workers_python_unset(options: dict) -> bool:
+    """True when the session will run locally (master local[...], or none set outside spark-submit)
+    and nothing chose its workers' Python (``spark.pyspark.python`` or ``PYSPARK_PYTHON``)."""
+    if WORKERS_PYTHON_KEY in options or "PYSPARK_PYTHON" in os.environ:
+        return False
+    if "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: its --master and --conf decide
+        return False
+    return str(options.get("spark.master", "local")).startswith("local")
 
 
 def kafka_connector_jars() -> list[str]:
