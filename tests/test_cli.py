@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 from streams import Rec, with_offsets
 
@@ -68,3 +69,90 @@ def test_demo_reports_a_bad_column_clearly(tmp_path):
     )
     assert out.returncode == 2
     assert "error: no key column 'key' in the DataFrame; available columns: k, timestamp" in out.stderr
+
+
+def run_cli(*args, cwd=None, timeout=300):
+    return subprocess.run([SCRIPT, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+def test_interval_check_agrees_with_the_jvm_parser(spark):
+    """The CLI reads --interval before Spark starts (kstreams_spark._intervals); it must accept and
+    refuse exactly what the library's parser (kstreams.Intervals, the oracle here) does."""
+    from kstreams_spark._intervals import interval_problem
+    from kstreams_spark._jvm import door
+
+    texts = [
+        "10 seconds", "10s", "10 s", "500 ms", "1 minute 30 s", "1m30s", "2 hours", "1.5 s", "0.5 ms",
+        "0.0005 ms", "1 day", "2 weeks", "interval 3 minutes", "  7 MINUTES ", "10", "seconds", "10 parsecs",
+        "-5 s", "1 s 2", "10 s, 2 ms", "PT10S", "pt1m", "P1D", "P1DT2H", "PT1.5S", "PT0.0000001S", "PT",
+        "P", "PT-5S", "P1W", "", "99999999999999 days", "1,5 s", "1e3 ms", "10 µs",
+    ]  # fmt: skip
+    for text in texts:
+        try:
+            door(spark).intervalMicros(text)
+            jvm_accepts = True
+        except Exception:
+            jvm_accepts = False
+        assert (interval_problem(text) is None) == jvm_accepts, (text, interval_problem(text))
+
+
+def test_mistakes_get_one_line_before_spark_starts(tmp_path):
+    """Each mistake: exit 2 and one line naming it, in about the time Python takes to start (Spark's
+    start-up alone is 10 s or more here), with the broker given one second."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    json_input = tmp_path / "json"
+    json_input.mkdir()
+    (json_input / "part-0.json").write_text('{"key": "a", "timestamp": "2026-01-01T00:00:00Z"}\n')
+    dedup = ["dedup", "--topic", "t", "--output-topic", "o", "--checkpoint", str(tmp_path / "ck")]
+    cases = [
+        (["demo", "--interval", "10 parsecs"], "demo: error: --interval: cannot read interval '10 parsecs'"),
+        (["demo", "--input", str(tmp_path / "nope")], f"--input {tmp_path / 'nope'}: no such folder"),
+        (["demo", "--input", str(empty)], f"--input {empty} has no input files (JSON lines or Parquet)"),
+        (["demo", "--input", str(json_input), "--format", "parquet"], "is not a Parquet file"),
+        (["demo", "--rows", "0"], "--rows must be at least 1, got 0"),
+        (
+            [*dedup, "--bootstrap-servers", "127.0.0.1:1", "--broker-timeout", "1"],
+            "dedup: error: no Kafka broker reachable at 127.0.0.1:1 within 1 s",
+        ),
+        ([*dedup, "--bootstrap-servers", "broker"], "--bootstrap-servers takes host:port[,host:port...]"),
+        (
+            [*dedup, "--bootstrap-servers", "127.0.0.1:1", "--interval", "-1 s"],
+            "interval must not be negative",
+        ),
+    ]
+    for args, expected in cases:
+        started = time.monotonic()
+        out = run_cli(*args, timeout=60)
+        elapsed = time.monotonic() - started
+        assert out.returncode == 2, (args, out.stderr[-2000:])
+        assert expected in out.stderr and out.stderr.count("\n") == 1, (args, out.stderr)
+        assert elapsed < 10, (args, elapsed)
+
+
+def test_bare_command_prints_help_and_writes_nothing(tmp_path):
+    out = run_cli(cwd=tmp_path, timeout=60)
+    assert out.returncode == 2
+    assert "usage: kstreams-spark" in out.stderr and "demo" in out.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def test_null_timestamps_fail_with_the_flag_named_or_are_skipped(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    rows = [
+        {"key": "a", "timestamp": "2026-01-01T00:00:01Z", "offset": 0},
+        {"key": "b", "timestamp": None, "offset": 1},
+        {"key": "a", "timestamp": "2026-01-01T00:00:02Z", "offset": 2},
+    ]
+    (folder / "part-0.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    demo = ["demo", "--input", str(folder), "--master", "local[1]"]
+    failed = run_cli(*demo, "--output", str(tmp_path / "out1"))
+    assert failed.returncode == 1
+    (line,) = failed.stderr.strip().splitlines()[-1:]
+    assert "null timestamp" in line and "pass --on-null-timestamp skip" in line, failed.stderr[-3000:]
+    assert "(--verbose for the stack)" in line and "\tat " not in failed.stderr
+    skipped = run_cli(*demo, "--output", str(tmp_path / "out2"), "--on-null-timestamp", "skip")
+    assert skipped.returncode == 0, skipped.stderr[-3000:]
+    assert "forwarded                          1" in skipped.stdout
+    assert "'null_timestamps_skipped': 1" in skipped.stdout

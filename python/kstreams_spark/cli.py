@@ -10,12 +10,17 @@ deduplicates a Kafka topic into another (``--by key|key-value|id|sequence``, ``-
 ``kstreams-spark connect-server [--port N]`` runs a local Spark Connect server with kstreams (the
 jar, the server plugin and the RocksDB state store) until Ctrl-C; connect with
 ``SparkSession.builder.remote("sc://127.0.0.1:N")``.
+
+Arguments are checked before Spark starts; a mistake is one line on stderr and exit code 2, a
+failed query one line and exit code 1 (``--verbose``: Spark's log and the stack). Without a
+command it prints its help.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import sys
@@ -27,6 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kstreams-spark",
         description="Kafka Streams semantics on Spark: deduplicate an at-least-once stream.",
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="on an error, print the whole stack, not one line"
     )
     sub = parser.add_subparsers(dest="command")
     demo = sub.add_parser(
@@ -47,6 +55,13 @@ def _parser() -> argparse.ArgumentParser:
         "--partition", default="partition", help="partition column, if present (default: partition)"
     )
     demo.add_argument("--offset", default="offset", help="offset column, if present (default: offset)")
+    demo.add_argument(
+        "--on-null-timestamp",
+        choices=["fail", "skip"],
+        default="fail",
+        help="a record without a timestamp fails the query naming it, or is skipped and counted "
+        "(default: fail)",
+    )
     demo.add_argument(
         "--interval",
         default="10 seconds",
@@ -95,6 +110,21 @@ def _parser() -> argparse.ArgumentParser:
         "headers, e.g. \"get_json_object(cast(value as string), '$.id')\"",
     )
     dedup.add_argument("--interval", default="10 seconds", help="dedup interval (default: 10 seconds)")
+    dedup.add_argument(
+        "--on-null-timestamp",
+        choices=["fail", "skip"],
+        default="fail",
+        help="a record without a timestamp fails the query naming its partition and offset, or is "
+        "skipped and counted (default: fail)",
+    )
+    dedup.add_argument(
+        "--broker-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="give up when no broker of --bootstrap-servers accepts a connection within this "
+        "time, before Spark starts (default: 30)",
+    )
     dedup.add_argument(
         "--starting-offsets",
         default="earliest",
@@ -155,14 +185,118 @@ _DEDUP_BY = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """The console script: 0 when the command ends cleanly, 1 when its query or server fails, 2 for
+    a usage mistake (one line on stderr; the stack with ``--verbose``)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.command is None:
-        args = _parser().parse_args(["demo", *(argv or sys.argv[1:])])
-    if args.command == "dedup":
-        return run_dedup(args)
+        # a bare command runs nothing (the demo writes files): say what there is
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        problem = _check_arguments(args)
+        if problem:
+            print(f"kstreams-spark {args.command}: error: {problem}", file=sys.stderr)
+            return 2
+        if args.command == "dedup":
+            return run_dedup(args)
+        if args.command == "connect-server":
+            return run_connect_server(args)
+        return run_demo(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # one line, as for the checked mistakes; the stack on request
+        if args.verbose:
+            raise
+        print(
+            f"kstreams-spark {args.command}: error: {_first_line(e)} (--verbose for the stack)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _check_arguments(args: argparse.Namespace) -> str | None:
+    """What is wrong with the arguments, found before Spark starts (it takes 30 s or more), or
+    None. Spark SQL expressions (--id) can only be read by Spark itself."""
+    from kstreams_spark._intervals import interval_problem
+
     if args.command == "connect-server":
-        return run_connect_server(args)
-    return run_demo(args)
+        return None if args.shuffle_partitions > 0 else "--shuffle-partitions must be at least 1"
+    if not (args.command == "dedup" and args.by == "sequence"):
+        problem = interval_problem(args.interval)
+        if problem:
+            return f"--interval: {problem}"
+    if args.command == "demo":
+        for name in ("rows", "partitions", "batches", "files_per_batch"):
+            if getattr(args, name) < 1:
+                return f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}"
+        if args.input:
+            return _input_problem(args.input, args.format)
+        return None
+    operator, needs_id = _DEDUP_BY[args.by]
+    if needs_id and not args.id:
+        return f"--by {args.by} needs --id EXPR (the {'sequence number' if args.by == 'sequence' else 'id'})"
+    for option in args.kafka_option:
+        name, sep, _ = option.partition("=")
+        if not sep or not name:
+            return f"--kafka-option takes NAME=VALUE, got {option!r}"
+    if args.shuffle_partitions < 1:
+        return f"--shuffle-partitions must be at least 1, got {args.shuffle_partitions}"
+    return _broker_problem(args.bootstrap_servers, args.broker_timeout)
+
+
+def _input_files(folder: str) -> list[str]:
+    """The files Spark's file sources read under ``folder`` (not hidden, not ``_``-prefixed)."""
+    found = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+        found += [os.path.join(root, f) for f in sorted(files) if not f.startswith((".", "_"))]
+    return found
+
+
+def _input_problem(folder: str, fmt: str | None) -> str | None:
+    if not os.path.isdir(folder):
+        return f"--input {folder}: no such folder"
+    files = _input_files(folder)
+    if not files:
+        return f"--input {folder} has no input files (JSON lines or Parquet)"
+    with open(files[0], "rb") as f:
+        is_parquet = f.read(4) == b"PAR1"
+    guessed = fmt or _guess_format(folder)
+    if guessed == "parquet" and not is_parquet:
+        return f"--format parquet, but {files[0]} is not a Parquet file (for JSON lines: --format json)"
+    if guessed == "json" and is_parquet:
+        return f"{files[0]} is a Parquet file: use --format parquet"
+    return None
+
+
+def _broker_problem(bootstrap_servers: str, timeout_s: float) -> str | None:
+    """None once one of the brokers accepts a TCP connection; else what was tried, after
+    ``timeout_s`` (a refused connection is retried: the broker may be starting)."""
+    import socket
+
+    addresses = []
+    for server in bootstrap_servers.split(","):
+        host, sep, port = server.strip().rpartition(":")
+        if not sep or not host or not port.isdigit():
+            return f"--bootstrap-servers takes host:port[,host:port...], got {server.strip()!r}"
+        addresses.append((host.strip("[]"), int(port)))
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for address in addresses:
+            try:
+                with socket.create_connection(
+                    address, timeout=max(0.1, min(2.0, deadline - time.monotonic()))
+                ):
+                    return None
+            except OSError:
+                pass
+        if time.monotonic() >= deadline:
+            return (
+                f"no Kafka broker reachable at {bootstrap_servers} within {timeout_s:g} s "
+                "(--bootstrap-servers, --broker-timeout)"
+            )
+        time.sleep(0.2)
 
 
 def run_connect_server(args: argparse.Namespace) -> int:
@@ -230,7 +364,7 @@ def run_demo(args: argparse.Namespace) -> int:
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel("ERROR" if args.verbose else "OFF")  # errors: one line, by main
     try:
         schema = spark.read.format(fmt).load(source_dir).schema
         stream = (
@@ -246,11 +380,16 @@ def run_demo(args: argparse.Namespace) -> int:
             stream = stream.withColumn(args.timestamp, F.timestamp_millis(F.col(args.timestamp).cast("long")))
         try:
             ks = KStream(
-                stream, key=args.key, timestamp=args.timestamp, partition=args.partition, offset=args.offset
+                stream,
+                key=args.key,
+                timestamp=args.timestamp,
+                partition=args.partition,
+                offset=args.offset,
+                on_null_timestamp=args.on_null_timestamp,
             )
             deduped = ks.deduplicate_by_key(args.interval).df
         except KStreamsError as e:
-            print(f"error: {e}", file=sys.stderr)
+            print(f"error: {_first_line(e)}", file=sys.stderr)
             return 2
         query = (
             deduped.writeStream.format("parquet")
@@ -287,19 +426,10 @@ def run_demo(args: argparse.Namespace) -> int:
 def run_dedup(args: argparse.Namespace) -> int:
     """``kstreams-spark dedup``: a topic-to-topic dedup query; 0 when it ends cleanly, 1 when the
     query fails, 2 for bad arguments."""
-    operator, needs_id = _DEDUP_BY[args.by]
-    if needs_id and not args.id:
-        print(
-            f"error: --by {args.by} needs --id EXPR (the {'sequence number' if args.by == 'sequence' else 'id'})",
-            file=sys.stderr,
-        )
-        return 2
+    operator, _ = _DEDUP_BY[args.by]
     kafka_options = {}
-    for option in args.kafka_option:
-        name, sep, value = option.partition("=")
-        if not sep or not name:
-            print(f"error: --kafka-option takes NAME=VALUE, got {option!r}", file=sys.stderr)
-            return 2
+    for option in args.kafka_option:  # checked: NAME=VALUE
+        name, _, value = option.partition("=")
         kafka_options[f"kafka.{name}"] = value
 
     from pyspark.errors import PySparkException, StreamingQueryException
@@ -316,7 +446,7 @@ def run_dedup(args: argparse.Namespace) -> int:
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel("ERROR" if args.verbose else "OFF")  # errors: one line, by main
     try:
         reader = (
             spark.readStream.format("kafka")
@@ -330,7 +460,8 @@ def run_dedup(args: argparse.Namespace) -> int:
             reader = reader.option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
         try:
             id_column = F.expr(args.id) if args.id else None
-            deduped = operator(KStream(reader.load()), id_column, args.interval).df
+            ks = KStream(reader.load(), on_null_timestamp=args.on_null_timestamp)
+            deduped = operator(ks, id_column, args.interval).df
         except (KStreamsError, PySparkException) as e:
             print(f"error: {_first_line(e)}", file=sys.stderr)
             return 2
@@ -377,9 +508,16 @@ def run_dedup(args: argparse.Namespace) -> int:
 
 
 def _first_line(error: Exception) -> str:
-    """The message of a Spark error without its JVM stack trace."""
-    text = getattr(error, "desc", None) or str(error)
-    return text.strip().split("\n\n")[0].split("\n\tat ")[0].strip()
+    """The message of a Spark error on one line, in the CLI's words: without the JVM stack, the
+    query's identity and plan, Spark's error-class wrappers and SQLSTATE codes; the library's
+    advice names the Python argument, here it is a flag."""
+    text = (getattr(error, "desc", None) or str(error)).strip().split("\n")[0]
+    text = re.sub(r"^\[STREAM_FAILED\] Query \[.*?\] terminated with exception: ", "", text)
+    text = re.sub(r"^\[(USER_RAISED_EXCEPTION|TRANSFORM_WITH_STATE_USER_FUNCTION_ERROR)\] ", "", text)
+    text = re.sub(r"(\s*SQLSTATE: \w+)+$", "", text).strip()
+    return text.replace(
+        "pass on_null_timestamp='skip' (Scala: NullTimestamps.Skip)", "pass --on-null-timestamp skip"
+    )
 
 
 def _follow(query) -> int:
