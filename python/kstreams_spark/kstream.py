@@ -6,7 +6,7 @@ Every method calls the same method of the Scala ``kstreams.KStream`` (through th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -14,7 +14,7 @@ from pyspark.sql import Column, DataFrame, DataFrameWriter, Row
 from pyspark.sql import functions as F
 from pyspark.sql.functions import udf
 from pyspark.sql.streaming import DataStreamWriter
-from pyspark.sql.types import BooleanType
+from pyspark.sql.types import BooleanType, DataType
 
 from kstreams_spark._jvm import (
     JavaObject,
@@ -28,6 +28,7 @@ from kstreams_spark.errors import KStreamsError
 
 if TYPE_CHECKING:
     from kstreams_spark.ktable import KTable
+    from kstreams_spark.processor import Processor, StoreSpec
 
 Interval = timedelta | str
 ColumnOrName = Column | str
@@ -364,12 +365,12 @@ class KStream:
 
     def process(
         self,
-        supplier,
-        stores=(),
+        supplier: type[Processor] | Callable[[], Processor],
+        stores: Iterable[StoreSpec] = (),
         name: str | None = None,
         wall_clock: bool = False,
-        key_type=None,
-        value_type=None,
+        key_type: DataType | None = None,
+        value_type: DataType | None = None,
     ) -> KStream:
         """Run a Python :class:`~kstreams_spark.processor.Processor` (KIP-28) on each input
         partition, in arrival order, with the declared key-value stores (kept in Spark's
@@ -457,10 +458,21 @@ class TimeWindows:
 
     @staticmethod
     def of_size_with_no_grace(size: Interval) -> TimeWindows:
+        """Windows of ``size`` that close at their end: a record is late once stream time reaches
+        its window's end (``grace`` 0, as Kafka Streams' ``ofSizeWithNoGrace``).
+
+        >>> TimeWindows.of_size_with_no_grace("10 seconds")
+        TimeWindows(size='10 seconds', grace=None)
+        """
         return TimeWindows(size, None)
 
     @staticmethod
     def of_size_and_grace(size: Interval, grace: Interval) -> TimeWindows:
+        """Windows of ``size`` that accept records until stream time passes their end + ``grace``.
+
+        >>> TimeWindows.of_size_and_grace("1 minute", timedelta(seconds=5))
+        TimeWindows(size='1 minute', grace=datetime.timedelta(seconds=5))
+        """
         return TimeWindows(size, grace)
 
     def _to_java(self, spark) -> JavaObject:
@@ -487,10 +499,20 @@ class SessionWindows:
 
     @staticmethod
     def of_inactivity_gap_with_no_grace(gap: Interval) -> SessionWindows:
+        """Sessions that close ``gap`` after their last record, with no grace for late records.
+
+        >>> SessionWindows.of_inactivity_gap_with_no_grace("5 minutes")
+        SessionWindows(gap='5 minutes', grace=None)
+        """
         return SessionWindows(gap, None)
 
     @staticmethod
     def of_inactivity_gap_and_grace(gap: Interval, grace: Interval) -> SessionWindows:
+        """Sessions that close ``gap`` after their last record and accept records ``grace`` longer.
+
+        >>> SessionWindows.of_inactivity_gap_and_grace("5 minutes", "1 minute")
+        SessionWindows(gap='5 minutes', grace='1 minute')
+        """
         return SessionWindows(gap, grace)
 
     def _to_java(self, spark) -> JavaObject:
@@ -655,10 +677,20 @@ class JoinWindows:
 
     @staticmethod
     def of_time_difference_with_no_grace(time_difference: Interval) -> JoinWindows:
+        """Records join within ``time_difference`` of each other; no grace for late records.
+
+        >>> JoinWindows.of_time_difference_with_no_grace("10 seconds")
+        JoinWindows(time_difference='10 seconds', grace=None)
+        """
         return JoinWindows(time_difference, None)
 
     @staticmethod
     def of_time_difference_and_grace(time_difference: Interval, grace: Interval) -> JoinWindows:
+        """Records join within ``time_difference`` of each other, late records up to ``grace``.
+
+        >>> JoinWindows.of_time_difference_and_grace("10 seconds", "1 minute")
+        JoinWindows(time_difference='10 seconds', grace='1 minute')
+        """
         return JoinWindows(time_difference, grace)
 
     def _to_java(self, spark) -> JavaObject:

@@ -207,14 +207,19 @@ class ProcessorContext:
 
     @property
     def processor_name(self) -> str:
+        """Name of the running processor (the class name, or ``name=`` of ``process`` /
+        ``add_processor``), as errors name it."""
         return self._node.spec.name
 
     @property
     def topic(self) -> str | None:
+        """Topic of the current record, from the input's string ``topic`` column (Spark's Kafka source
+        has one); None without that column and in a punctuation."""
         return self._node.task.topic
 
     @property
     def partition(self) -> int:
+        """Input partition of the current record: the task this processor instance belongs to."""
         return self._node.task.partition
 
     @property
