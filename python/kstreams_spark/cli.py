@@ -1,8 +1,9 @@
 """``kstreams-spark``: run deduplication as a streaming job on local Spark.
 
-``kstreams-spark demo`` generates an at-least-once stream with producer-retry duplicates (or reads
-``--input`` JSON/Parquet files), runs ``deduplicate_by_key`` as a streaming query with live
-progress, writes Parquet, and prints a summary.
+``kstreams-spark demo`` generates an at-least-once stream with producer-retry duplicates and late
+records (or reads ``--input`` JSON/Parquet files), runs ``deduplicate_by_key`` as a streaming query
+with live progress, writes Parquet and prints a summary; on generated data it runs Spark's
+``dropDuplicatesWithinWatermark`` on the same stream too and compares the two (a table, a PNG).
 
 ``kstreams-spark dedup --bootstrap-servers HOST:PORT --topic IN --output-topic OUT --checkpoint DIR``
 deduplicates a Kafka topic into another (``--by key|key-value|id|sequence``, ``--id EXPR``).
@@ -41,7 +42,8 @@ def _parser() -> argparse.ArgumentParser:
         "demo",
         help="deduplicate a generated stream (default) or files from --input",
         description="Runs deduplicate_by_key as a streaming query on local Spark and prints a "
-        "summary. Without --input it generates an at-least-once stream with duplicates.",
+        "summary. Without --input it generates an at-least-once stream with duplicates and late "
+        "records, runs Spark's dropDuplicatesWithinWatermark on it too, and compares the two.",
     )
     demo.add_argument("--input", help="folder of JSON or Parquet files to read instead of generated data")
     demo.add_argument("--format", choices=["json", "parquet"], help="input format (default: from file names)")
@@ -331,11 +333,13 @@ def run_demo(args: argparse.Namespace) -> int:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    from kstreams_spark import KStream, KStreamsError, configure_spark
+    from kstreams_spark import KStream, KStreamsError, configure_spark, operator_metrics
     from kstreams_spark.demo_data import generate
 
     output = os.path.abspath(args.output)
     checkpoint = os.path.abspath(args.checkpoint or output + "-checkpoint")
+    # Spark's own dedup on the same generated stream, next to ours
+    spark_output, spark_checkpoint = output + "-spark-dedup", checkpoint + "-spark-dedup"
     generated = None
     if args.input:
         source_dir = os.path.abspath(args.input)
@@ -348,12 +352,12 @@ def run_demo(args: argparse.Namespace) -> int:
         fmt = "json"
         print(
             f"  {generated.records:,} records: {generated.unique_events:,} events, "
-            f"{generated.replayed:,} replayed by producer retries"
+            f"{generated.replayed:,} replayed by producer retries, {generated.late:,} late"
         )
     if not args.checkpoint:
         # a fresh run: the default checkpoint belongs to the default output
-        shutil.rmtree(checkpoint, ignore_errors=True)
-        shutil.rmtree(output, ignore_errors=True)
+        for folder in (checkpoint, output, spark_checkpoint, spark_output):
+            shutil.rmtree(folder, ignore_errors=True)
 
     spark = (
         configure_spark(SparkSession.builder.master(args.master))
@@ -391,36 +395,150 @@ def run_demo(args: argparse.Namespace) -> int:
         except KStreamsError as e:
             print(f"error: {_first_line(e)}", file=sys.stderr)
             return 2
-        query = (
-            deduped.writeStream.format("parquet")
-            .option("path", output)
-            .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
-            .start()
-        )
-        started = time.time()
-        records_in = _follow(query)
-        elapsed = time.time() - started
+        files = len(_input_files(source_dir))
+        batches = -(-files // args.files_per_batch)
+        print(f"kstreams deduplicate_by_key({args.interval!r}) -> {output}")
+        ours = _run_to_parquet(deduped, output, checkpoint, batches)
         forwarded = spark.read.parquet(output).count()
-        from kstreams_spark import operator_metrics
-
-        counts = operator_metrics(query.recentProgress)
         print()
         print("summary")
-        print(f"  records in              {records_in:>12,}")
+        print(f"  records in              {ours.records_in:>12,}")
         print(f"  forwarded               {forwarded:>12,}")
-        print(f"  dropped as duplicates   {records_in - forwarded:>12,}")
-        for name, values in counts.items():
+        print(f"  dropped as duplicates   {ours.records_in - forwarded:>12,}")
+        for name, values in operator_metrics(ours.progress).items():
             print(f"  metrics {name}: {values}")
         if generated is not None:
             verdict = "yes" if forwarded == generated.unique_events else "NO"
             print(f"  one per generated event {verdict:>12} ({generated.unique_events:,} events)")
-        print(f"  rows/s                  {records_in / elapsed:>12,.0f}  ({elapsed:.1f} s incl. start-up)")
+        print(
+            f"  rows/s                  {ours.records_in / ours.wall_s:>12,.0f}  ({ours.wall_s:.1f} s incl. start-up)"
+        )
         print(f"  output (Parquet)        {output}")
         print(f"  checkpoint              {checkpoint}")
-        return 0 if generated is None or forwarded == generated.unique_events else 1
+        if generated is None:
+            return 0
+        # The same stream through Spark's own at-least-once dedup, as a Spark user writes it
+        print()
+        print(
+            f"Spark withWatermark({args.timestamp!r}, {args.interval!r}).dropDuplicatesWithinWatermark -> {spark_output}"
+        )
+        theirs_df = stream.withWatermark(args.timestamp, args.interval).dropDuplicatesWithinWatermark(
+            [args.key]
+        )
+        theirs = _run_to_parquet(theirs_df, spark_output, spark_checkpoint, batches)
+        columns = [
+            _outcome("kstreams deduplicate_by_key", spark, output, ours, generated, args.key),
+            _outcome("Spark dropDuplicatesWithinWatermark", spark, spark_output, theirs, generated, args.key),
+        ]
+        _print_comparison(columns, generated)
+        picture = os.path.join(os.path.dirname(output), "comparison.png")
+        if _plot_comparison(columns, generated, picture):
+            print(f"\n  picture                 {picture}")
+        else:
+            print('\n  (a picture of this needs matplotlib: pip install "kstreams-spark[demo]")')
+        return 0 if forwarded == generated.unique_events else 1
     finally:
         spark.stop()
+
+
+class _Run:
+    """One demo query: rows read, wall time (start-up included) and its progress reports."""
+
+    def __init__(self, records_in: int, wall_s: float, progress: list) -> None:
+        self.records_in, self.wall_s, self.progress = records_in, wall_s, progress
+
+    @property
+    def operator_rows_per_s(self) -> float:
+        """Rows per second of micro-batch time (Spark's ``triggerExecution``), the query's start-up
+        and first micro-batch's planning left out: the operator's own throughput."""
+        timed = [p for p in self.progress if p["numInputRows"] and p["batchId"] > 0]
+        seconds = sum(p["durationMs"]["triggerExecution"] for p in timed) / 1000
+        return sum(p["numInputRows"] for p in timed) / seconds if seconds else 0.0
+
+
+def _run_to_parquet(df, output: str, checkpoint: str, batches: int) -> _Run:
+    started = time.time()
+    query = (
+        df.writeStream.format("parquet")
+        .option("path", output)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    records_in = _follow(query, batches)
+    return _Run(records_in, time.time() - started, list(query.recentProgress))
+
+
+def _outcome(name: str, spark, output: str, run: _Run, generated, key: str) -> dict:
+    """What a candidate did with the generated stream, from its output and the generator's truth:
+    every event has a unique key, so a key missing from the output is a lost event and a key
+    there twice a duplicate let through."""
+    out = spark.read.parquet(output)
+    forwarded = out.count()
+    distinct_keys = out.select(key).distinct().count()
+    late = spark.createDataFrame([(k,) for k in generated.late_keys] or [("",)], [key])
+    late_forwarded = late.join(out.select(key).distinct(), key).count()
+    return {
+        "name": name,
+        "forwarded": forwarded,
+        "events lost": generated.unique_events - distinct_keys,
+        "late events lost": generated.late - late_forwarded,
+        "duplicates let through": forwarded - distinct_keys,
+        "replays caught": run.records_in - forwarded - (generated.unique_events - distinct_keys),
+        "rows/s (operator)": run.operator_rows_per_s,
+    }
+
+
+_COMPARED = ["forwarded", "replays caught", "duplicates let through", "events lost", "late events lost"]
+
+
+def _print_comparison(columns: list[dict], generated) -> None:
+    print()
+    print(
+        f"the same at-least-once stream: {generated.records:,} records of {generated.unique_events:,} events, "
+        f"{generated.replayed:,} replays, {generated.late:,} late events"
+    )
+    width = max(len(c["name"]) for c in columns) + 2
+    print(f"  {'':<24}" + "".join(f"{c['name']:>{width}}" for c in columns))
+    for row in [*_COMPARED, "rows/s (operator)"]:
+        print(f"  {row:<24}" + "".join(f"{c[row]:>{width},.0f}" for c in columns))
+    print(
+        "  (late events: Spark drops records behind its watermark before deduplicating; KIP-655 forwards\n"
+        "   a late record that has no live duplicate. rows/s: input rows per second of micro-batch time\n"
+        "   after the first micro-batch, on small JSON micro-batches; see benchmarks/RESULTS.md)"
+    )
+
+
+def _plot_comparison(columns: list[dict], generated, path: str) -> bool:
+    """A small PNG of the comparison; False when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    rows = ["replays caught", "duplicates let through", "events lost", "late events lost"]
+    # one panel per count, each on its own scale: 46 lost events beside 2,000 replays still show
+    fig, axes = plt.subplots(1, len(rows), figsize=(8, 2.8))
+    colors = ["tab:blue", "tab:orange"]
+    for ax, row in zip(axes, rows, strict=True):
+        bars = ax.bar(range(len(columns)), [c[row] for c in columns], color=colors[: len(columns)])
+        ax.bar_label(bars, fmt="{:,.0f}", fontsize=8)
+        ax.set_title(row, fontsize=9)
+        ax.set_xticks([])
+        ax.set_ylim(0, max(1, *(c[row] for c in columns)) * 1.2)
+        ax.tick_params(labelsize=7)
+    fig.legend(bars, [c["name"] for c in columns], loc="lower center", ncol=len(columns), fontsize=8)
+    fig.suptitle(
+        f"the same stream: {generated.records:,} records, {generated.unique_events:,} events, "
+        f"{generated.late:,} late",
+        fontsize=9,
+    )
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
 
 
 def run_dedup(args: argparse.Namespace) -> int:
@@ -520,16 +638,20 @@ def _first_line(error: Exception) -> str:
     )
 
 
-def _follow(query) -> int:
-    """Prints one line per finished micro-batch while the query runs; returns the rows read."""
+def _follow(query, batches: int | None = None) -> int:
+    """Follows the query until it ends; returns the rows read. On a terminal with ``batches``
+    known: a progress bar; otherwise one line per finished micro-batch."""
     seen = set()
     total = 0
+    bar = batches is not None and sys.stdout.isatty()
 
     def report(progress) -> int:
         if progress["batchId"] in seen:
             return 0
         seen.add(progress["batchId"])
         rows = progress["numInputRows"]
+        if bar:
+            return rows
         state = sum(op.get("numRowsTotal", 0) for op in progress.get("stateOperators", []))
         print(
             f"  batch {progress['batchId']:>3}: {rows:>8,} rows in, "
@@ -538,13 +660,27 @@ def _follow(query) -> int:
         )
         return rows
 
+    def draw() -> None:
+        done = min(len(seen), batches)
+        filled = 30 * done // max(1, batches)
+        print(
+            f"\r  [{'#' * filled}{'.' * (30 - filled)}] {done}/{batches} micro-batches, {total:,} rows",
+            end="",
+            flush=True,
+        )
+
     while query.isActive:
         for p in query.recentProgress:
             total += report(p)
+        if bar:
+            draw()
         time.sleep(0.5)
     query.awaitTermination()
     for p in query.recentProgress:
         total += report(p)
+    if bar:
+        draw()
+        print()
     return total
 
 
