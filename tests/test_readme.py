@@ -3,9 +3,11 @@ in one namespace (their asserts state the results)."""
 
 import os
 import re
+import textwrap
 import time
 
 import pytest
+from pyspark.errors import AnalysisException
 
 README = os.path.join(os.path.dirname(__file__), "..", "README.md")
 
@@ -32,7 +34,10 @@ def section_blocks(*titles: str) -> list[tuple[str, str]]:
     for part in re.split(r"\n(?=#{2,3} )", text):
         title = part.split("\n", 1)[0].lstrip("# ").strip()
         if title in titles:
-            blocks += [(title, code) for code in re.findall(r"```python\n(.*?)```", part, re.S)]
+            # a block in a list item is indented with it
+            blocks += [
+                (title, textwrap.dedent(code)) for code in re.findall(r"```python\n(.*?)```", part, re.S)
+            ]
     return blocks
 
 
@@ -52,15 +57,15 @@ def test_readme_python_kafka_and_processor_examples_run(spark, kafka, tmp_path):
         [(0, "a", value(1, 1), 1000), (0, "a", value(1, 1), 2000), (0, "b", value(2, 2), 3000)]
         + [(1, "a", value(1, 1), 4000)],
     )
-    # (the Processor API's second block, a Topology fragment, is not runnable as written yet)
     blocks = section_blocks(
         "Python", "Windowed distinct and sequence numbers", "Metrics", "Kafka", "Processor API"
-    )[:5]
+    )
     assert [title for title, _ in blocks] == [
         "Python",
         "Windowed distinct and sequence numbers",
         "Metrics",
         "Kafka",
+        "Processor API",
         "Processor API",
     ]
     namespace = {}
@@ -68,7 +73,8 @@ def test_readme_python_kafka_and_processor_examples_run(spark, kafka, tmp_path):
         for title, code in blocks:
             code = code.replace("broker:9092", kafka.bootstrap).replace('"events', '"readme-events')
             # the Kafka example's checkpoint (a relative path is the JVM's, not this test's, cwd)
-            code = code.replace('"ckpt/"', repr(str(tmp_path / "ckpt")))
+            for relative in ("ckpt/", "scaled/", "checkpoints/"):
+                code = code.replace(f'"{relative}"', repr(str(tmp_path / relative)))
             exec(compile(code, f"README.md, {title}", "exec"), namespace)
             if title == "Metrics":
                 metrics = namespace["operator_metrics"](namespace["query"].recentProgress)
@@ -85,6 +91,19 @@ def test_readme_python_kafka_and_processor_examples_run(spark, kafka, tmp_path):
             (b"a", value(1, 1).encode()),
             (b"b", value(2, 2).encode()),
         ]
+        # the topology's counts per key and partition (p0: a, a, b; p1: a), times 100
+        scaled = []
+        for _ in range(240):
+            try:  # written per micro-batch (batch_id=N), maybe not yet
+                scaled = sorted(r.value for r in spark.read.parquet(str(tmp_path / "scaled")).collect())
+            except AnalysisException:
+                pass
+            if len(scaled) >= 4:
+                break
+            time.sleep(0.5)
+        assert scaled == [100, 100, 100, 200]
+        for query in namespace["queries"]:
+            query.stop()
         # the processor example forwards what deduplicate_by_key does
         query = namespace["deduped"].writeStream.format("memory").queryName("readme_processor")
         query = query.trigger(availableNow=True).start()

@@ -39,6 +39,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import DataType
 
 from kstreams_spark._connect import is_connect
 from kstreams_spark._jvm import door
@@ -99,8 +100,8 @@ class Topology:
     def __init__(
         self,
         kafka_options: dict[str, str] | None = None,
-        key_type=None,
-        value_type=None,
+        key_type: DataType | None = None,
+        value_type: DataType | None = None,
         **columns: str | None,
     ) -> None:
         from pyspark.sql import SparkSession
