@@ -184,7 +184,12 @@ def server_command(
     import pyspark
 
     from kstreams_spark._jvm import jar_path
-    from kstreams_spark.session import DEFAULT_SETTINGS, REQUIRED_SETTINGS, kafka_connector_jars
+    from kstreams_spark.session import (
+        DEFAULT_SETTINGS,
+        REQUIRED_SETTINGS,
+        WORKERS_PYTHON_KEY,
+        kafka_connector_jars,
+    )
 
     spark_home = os.path.dirname(pyspark.__file__)
     conf = {
@@ -195,7 +200,7 @@ def server_command(
         "spark.connect.grpc.binding.address": host,
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         # Python processors run in workers of this interpreter, which has kstreams_spark
-        "spark.pyspark.python": sys.executable,
+        WORKERS_PYTHON_KEY: sys.executable,
         "spark.ui.enabled": "false",
     }
     command = [

@@ -6,6 +6,7 @@ with Spark's ``transformWithState``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -93,13 +94,8 @@ WORKER_PACKAGES = {"pandas": (2, 2, 0), "pyarrow": (18, 0, 0)}
 
 
 def _version_tuple(version: str) -> tuple[int, ...]:
-    parts = []
-    for part in version.split(".")[:3]:
-        digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts)
+    """The leading numbers of a version: "2.2.0rc1" -> (2, 2, 0)."""
+    return tuple(int(n) for n in re.match(r"\d+(?:\.\d+)*", version).group(0).split(".")[:3])
 
 
 def check_worker_packages() -> None:

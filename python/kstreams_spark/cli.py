@@ -198,8 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         problem = _check_arguments(args)
         if problem:
-            print(f"kstreams-spark {args.command}: error: {problem}", file=sys.stderr)
-            return 2
+            return _fail(args, problem, 2)
         if args.command == "dedup":
             return run_dedup(args)
         if args.command == "connect-server":
@@ -210,11 +209,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:  # one line, as for the checked mistakes; the stack on request
         if args.verbose:
             raise
-        print(
-            f"kstreams-spark {args.command}: error: {_first_line(e)} (--verbose for the stack)",
-            file=sys.stderr,
-        )
-        return 1
+        return _fail(args, f"{_first_line(e)} (--verbose for the stack)", 1)
+
+
+def _fail(args: argparse.Namespace, message: str, code: int) -> int:
+    """Prints the command's one error line; returns ``code`` (2: a usage mistake, 1: a failure)."""
+    print(f"kstreams-spark {args.command}: error: {message}", file=sys.stderr)
+    return code
 
 
 def _check_arguments(args: argparse.Namespace) -> str | None:
@@ -235,7 +236,7 @@ def _check_arguments(args: argparse.Namespace) -> str | None:
         if args.input:
             return _input_problem(args.input, args.format)
         return None
-    operator, needs_id = _DEDUP_BY[args.by]
+    _, needs_id = _DEDUP_BY[args.by]
     if needs_id and not args.id:
         return f"--by {args.by} needs --id EXPR (the {'sequence number' if args.by == 'sequence' else 'id'})"
     for option in args.kafka_option:
@@ -311,8 +312,7 @@ def run_connect_server(args: argparse.Namespace) -> int:
             args.port, args.host, args.master, log=sys.stderr, shuffle_partitions=args.shuffle_partitions
         )
     except KStreamsError as e:
-        print(f"kstreams-spark: {e}", file=sys.stderr)
-        return 1
+        return _fail(args, str(e), 1)
     print(f'ready: SparkSession.builder.remote("sc://{args.host}:{args.port}").getOrCreate()', flush=True)
 
     def stop(signum, frame):
@@ -393,8 +393,7 @@ def run_demo(args: argparse.Namespace) -> int:
             )
             deduped = ks.deduplicate_by_key(args.interval).df
         except KStreamsError as e:
-            print(f"error: {_first_line(e)}", file=sys.stderr)
-            return 2
+            return _fail(args, _first_line(e), 2)
         files = len(_input_files(source_dir))
         batches = -(-files // args.files_per_batch)
         print(f"kstreams deduplicate_by_key({args.interval!r}) -> {output}")
@@ -475,9 +474,11 @@ def _outcome(name: str, spark, output: str, run: _Run, generated, key: str) -> d
     there twice a duplicate let through."""
     out = spark.read.parquet(output)
     forwarded = out.count()
-    distinct_keys = out.select(key).distinct().count()
+    keys = out.select(key).distinct().cache()
+    distinct_keys = keys.count()
     late = spark.createDataFrame([(k,) for k in generated.late_keys] or [("",)], [key])
-    late_forwarded = late.join(out.select(key).distinct(), key).count()
+    late_forwarded = late.join(keys, key).count()
+    keys.unpersist()
     return {
         "name": name,
         "forwarded": forwarded,
@@ -581,8 +582,7 @@ def run_dedup(args: argparse.Namespace) -> int:
             ks = KStream(reader.load(), on_null_timestamp=args.on_null_timestamp)
             deduped = operator(ks, id_column, args.interval).df
         except (KStreamsError, PySparkException) as e:
-            print(f"error: {_first_line(e)}", file=sys.stderr)
-            return 2
+            return _fail(args, _first_line(e), 2)
         writer = (
             deduped.select("key", "value", "headers")
             .writeStream.format("kafka")
@@ -610,8 +610,7 @@ def run_dedup(args: argparse.Namespace) -> int:
             query.stop()
             records_in = sum(p["numInputRows"] for p in query.recentProgress)
         except StreamingQueryException as e:
-            print(f"error: the query stopped: {_first_line(e)}", file=sys.stderr)
-            return 1
+            return _fail(args, f"the query stopped: {_first_line(e)}", 1)
         counts = {}
         for values in operator_metrics(query.recentProgress).values():
             counts = values

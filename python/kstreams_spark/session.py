@@ -19,6 +19,8 @@ PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 # same keys in SparkSessionChecks.scala, whose KStream.configure sets them for Scala).
 VERIFY_EMPTY_CHECKPOINT_KEY = "spark.sql.streaming.verifyCheckpointDirectoryEmptyOnStart"
 WATERMARK_POLICY_KEY = "spark.sql.streaming.multipleWatermarkPolicy"
+# the Python workers' interpreter, which configure_spark sets on a local master (see there)
+WORKERS_PYTHON_KEY = "spark.pyspark.python"
 # What configure_spark gives a session, and `kstreams-spark connect-server` its server: the state
 # store the operators need, and two defaults that a user's own setting overrides.
 REQUIRED_SETTINGS = {PROVIDER_KEY: ROCKSDB_PROVIDER}
@@ -70,9 +72,6 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
         # A local master's workers run on this machine, so give them this interpreter.
         builder = builder.config(WORKERS_PYTHON_KEY, sys.executable)
     return builder
-
-
-WORKERS_PYTHON_KEY = "spark.pyspark.python"
 
 
 def _local_workers_python_unset(options: dict) -> bool:
