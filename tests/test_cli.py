@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from streams import Rec, with_offsets
 
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "kstreams-spark")
@@ -94,6 +95,46 @@ def test_interval_check_agrees_with_the_jvm_parser(spark):
         except Exception:
             jvm_accepts = False
         assert (interval_problem(text) is None) == jvm_accepts, (text, interval_problem(text))
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("get_json_object(cast(value as string), '$.id')", None),
+        ("VALUE", None),  # Spark resolves names case-insensitively by default
+        ("transform(array(partition), x -> x + offset)", None),  # x is the lambda's, not a column
+        ("key[0]", None),
+        ("valu", "no column 'valu' (the columns are key, value, partition)"),
+        # inside a lambda Spark's parser reads every name as a lambda variable: the analyzer decides
+        ("transform(array(partition), x -> y)", None),
+        ("concat(key,", "does not parse: [PARSE_SYNTAX_ERROR] Syntax error at or near end of input"),
+    ],
+)
+def test_expression_text_check(spark, text, problem):
+    """What the CLI says of an --id expression before its session starts (ExpressionText)."""
+    from kstreams_spark._jvm import door
+
+    said = door(spark).expressionProblem(text, ["key", "value", "partition"])
+    if problem is None:
+        assert said is None
+    else:
+        assert said.startswith(problem), said
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("concat(key, ')')", None),
+        ('`a(b` + f("x\\"(")', None),
+        ("concat(key, 'x'", "1 '(' never closed"),
+        ("f(a))", "unbalanced ')' at character 5"),
+        ("concat(key, 'x)", "the quote ' is never closed"),
+    ],
+)
+def test_unbalanced_expressions_are_found_at_once(text, problem):
+    from kstreams_spark.cli import _unbalanced
+
+    assert _unbalanced(text) == problem
 
 
 def test_mistakes_get_one_line_before_spark_starts(tmp_path):

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 from kafka_broker import produce, read_topic
 from kafka_streams import PARTITIONS, as_inputs, at_least_once_records
@@ -60,6 +61,41 @@ def test_dedup_a_topic_into_another(kafka, tmp_path):
     written = read_topic(kafka.bootstrap, out_topic)
     as_pairs = lambda rs: sorted((r.key, r.value) for r in rs)  # noqa: E731
     assert as_pairs(as_inputs(written)) == as_pairs(expected)
+
+
+def test_a_bad_id_expression_is_one_line_before_the_session_starts(kafka, tmp_path):
+    """--id is read by Spark's parser in its JVM before the session starts: one line, exit 2."""
+    for expression, message in [
+        (
+            "get_json_object(cast(value as string), '$.id'",
+            "--id \"get_json_object(cast(value as string), '$.id'\": 1 '(' never closed",
+        ),
+        (
+            "get_json_object(cast(value as string) '$.id')",
+            "--id \"get_json_object(cast(value as string) '$.id')\": does not parse: "
+            "[PARSE_SYNTAX_ERROR] Syntax error at or near ''$.id''",
+        ),
+        (
+            "get_json_object(cast(valu as string), '$.id')",
+            "--id \"get_json_object(cast(valu as string), '$.id')\": no column 'valu' (the columns are "
+            "key, value, topic, partition, offset, timestamp, timestampType, headers)",
+        ),
+    ]:
+        started = time.monotonic()
+        out = subprocess.run(
+            [SCRIPT, "dedup", "--bootstrap-servers", kafka.bootstrap, "--topic", "t", "--output-topic", "o"]
+            + ["--checkpoint", str(tmp_path / "ck"), "--by", "id", "--id", expression],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        elapsed = time.monotonic() - started
+        assert out.returncode == 2, out.stderr
+        errors = [line for line in out.stderr.splitlines() if "error" in line.lower()]
+        assert errors == [f"kstreams-spark dedup: error: {errors[0].split('error: ', 1)[1]}"], out.stderr
+        assert message in errors[0], out.stderr
+        print(f"{expression!r}: {elapsed:.1f} s")
+        assert not (tmp_path / "ck").exists()
 
 
 def test_dedup_arguments_are_checked_before_anything_starts(tmp_path):

@@ -83,6 +83,20 @@ def door(spark: SparkSession) -> JavaObject:
     return JavaObject(_jvm_package(spark).PythonAPI)
 
 
+def door_before_session(builder: SparkSession.Builder) -> JavaObject:
+    """``kstreams.PythonAPI`` in the JVM that ``builder.getOrCreate()`` will use, started now, before
+    any session: the JVM starts in about 2 s, a session takes several more (the CLI checks its
+    arguments there meanwhile). The JVM gets ``builder``'s settings, so the session reuses it."""
+    from pyspark import SparkConf, SparkContext
+
+    conf = SparkConf(loadDefaults=False).setAll(getattr(builder, "_options", {}).items())
+    SparkContext._ensure_initialized(conf=conf)
+    package = SparkContext._jvm.kstreams
+    if type(package.PythonAPI).__name__ == "JavaPackage":
+        raise KStreamsError(f"the kstreams-spark jar is not on the driver's classpath ({jar_path()})")
+    return JavaObject(package.PythonAPI)
+
+
 def kstreams_class(spark: SparkSession, name: str) -> JavaObject:
     """The public Scala type ``kstreams.<name>`` (its companion's factories), e.g. ``TimeWindows``."""
     if is_connect(spark):

@@ -220,7 +220,8 @@ def _fail(args: argparse.Namespace, message: str, code: int) -> int:
 
 def _check_arguments(args: argparse.Namespace) -> str | None:
     """What is wrong with the arguments, found before Spark starts (it takes 30 s or more), or
-    None. Spark SQL expressions (--id) can only be read by Spark itself."""
+    None. Spark SQL expressions (--id) can only be read by Spark itself: run_dedup checks them in
+    Spark's JVM before the session starts."""
     from kstreams_spark._intervals import interval_problem
 
     if args.command == "connect-server":
@@ -239,6 +240,10 @@ def _check_arguments(args: argparse.Namespace) -> str | None:
     _, needs_id = _DEDUP_BY[args.by]
     if needs_id and not args.id:
         return f"--by {args.by} needs --id EXPR (the {'sequence number' if args.by == 'sequence' else 'id'})"
+    if args.id:
+        problem = _unbalanced(args.id)
+        if problem:
+            return f"--id {args.id!r}: {problem}"
     for option in args.kafka_option:
         name, sep, _ = option.partition("=")
         if not sep or not name:
@@ -246,6 +251,32 @@ def _check_arguments(args: argparse.Namespace) -> str | None:
     if args.shuffle_partitions < 1:
         return f"--shuffle-partitions must be at least 1, got {args.shuffle_partitions}"
     return _broker_problem(args.bootstrap_servers, args.broker_timeout)
+
+
+def _unbalanced(text: str) -> str | None:
+    """The mistake Spark's parser would find first in most typed expressions, found at once: a
+    parenthesis or quote left open or closed twice (outside '...', "..." and `...`). The rest of
+    the expression is read by Spark's own parser (run_dedup)."""
+    depth, quote, escaped = 0, None, False
+    for i, ch in enumerate(text):
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\" and quote != "`":
+                escaped = True
+            elif ch == quote:
+                quote = None
+        elif ch in "'\"`":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth < 0:
+                return f"unbalanced ')' at character {i + 1}"
+    if quote:
+        return f"the quote {quote} is never closed"
+    return f"{depth} '(' never closed" if depth else None
 
 
 def _input_files(folder: str) -> list[str]:
@@ -542,6 +573,19 @@ def _plot_comparison(columns: list[dict], generated, path: str) -> bool:
     return True
 
 
+# The columns of Spark's Kafka source with includeHeaders, all that an --id expression can name
+KAFKA_SOURCE_COLUMNS = [
+    "key",
+    "value",
+    "topic",
+    "partition",
+    "offset",
+    "timestamp",
+    "timestampType",
+    "headers",
+]
+
+
 def run_dedup(args: argparse.Namespace) -> int:
     """``kstreams-spark dedup``: a topic-to-topic dedup query; 0 when it ends cleanly, 1 when the
     query fails, 2 for bad arguments."""
@@ -556,15 +600,21 @@ def run_dedup(args: argparse.Namespace) -> int:
     from pyspark.sql import functions as F
 
     from kstreams_spark import KStream, KStreamsError, configure_spark, operator_metrics
+    from kstreams_spark._jvm import door_before_session
 
-    spark = (
+    builder = (
         configure_spark(SparkSession.builder.master(args.master))
         .appName(f"kstreams-spark dedup {args.topic} -> {args.output_topic}")
         .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
     )
+    if args.id:
+        # Only Spark can read an expression: its JVM does (in ~2 s), before the session starts
+        problem = door_before_session(builder).expressionProblem(args.id, KAFKA_SOURCE_COLUMNS)
+        if problem:
+            return _fail(args, f"--id {args.id!r}: {problem}", 2)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR" if args.verbose else "OFF")  # errors: one line, by main
     try:
         reader = (
