@@ -10,9 +10,18 @@ def dedup_reference(records: Sequence, interval: float, scope: str = "partition"
 
     scope "partition": state per (partition, key); "global": one entry per key over partitions.
     """
+    return dedup_reference_with_late(records, interval, scope, key)[0]
+
+
+def dedup_reference_with_late(
+    records: Sequence, interval: float, scope: str = "partition", key=lambda r: r.key
+) -> tuple[list, list]:
+    """(forwarded, late): the records rule 4 forwards, and those of them that are late
+    (``t < S - interval``), which a ``late_records`` policy other than "forward" takes away."""
     stream_time: dict[int, float] = {}
     store: dict = {}
     out = []
+    late = []
     for r in records:
         s = max(stream_time.get(r.partition, float("-inf")), r.t)
         stream_time[r.partition] = s
@@ -32,4 +41,6 @@ def dedup_reference(records: Sequence, interval: float, scope: str = "partition"
         out.append(r)
         if not r.t < s - interval:
             store[sk] = (r.t, r.partition, r.offset)
-    return out
+        else:
+            late.append(r)
+    return out, late

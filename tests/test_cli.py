@@ -161,6 +161,28 @@ def test_mistakes_get_one_line_before_spark_starts(tmp_path):
             [*dedup, "--bootstrap-servers", "127.0.0.1:1", "--interval", "-1 s"],
             "interval must not be negative",
         ),
+        (
+            [
+                *dedup,
+                "--bootstrap-servers",
+                "127.0.0.1:1",
+                "--by",
+                "sequence",
+                "--id",
+                "s",
+                "--late-records",
+                "drop",
+            ],
+            "--late-records is for --by key, key-value and id (sequence dedup has no late records)",
+        ),
+        (
+            [*dedup, "--bootstrap-servers", "127.0.0.1:1", "--late-records", "side_output"],
+            "--late-records side_output and --late-topic TOPIC go together",
+        ),
+        (
+            [*dedup, "--bootstrap-servers", "127.0.0.1:1", "--id", "concat(key, 'x'"],
+            "--id \"concat(key, 'x'\": 1 '(' never closed",
+        ),
     ]
     for args, expected in cases:
         started = time.monotonic()

@@ -172,6 +172,19 @@ def test_operator_metrics_of_a_connect_query(remote, tmp_path):
     assert totals == {"kstreams_deduplicate_by_key": {"forwarded": 4, "duplicates_dropped": 1}}
 
 
+def test_late_records_side_output(remote, tmp_path):
+    """late_records over Connect: the classic test's records, policy and expected rows."""
+    from test_late_records import DUPLICATE_VALUES, LATE_VALUES, RECORDS, run
+
+    op = lambda df: KStream(df).deduplicate("key", "10 seconds", late_records="side_output").with_side_output  # noqa: E731
+    by_partition = [
+        Rec(r.key and f"{r.partition}/{r.key}", r.t, r.partition, r.offset, r.value) for r in RECORDS
+    ]
+    out = run(remote, tmp_path, op, "split_restart", by_partition)
+    on_time = [r.value for r in RECORDS if r.value not in LATE_VALUES + DUPLICATE_VALUES]
+    assert out == sorted([(v, None) for v in on_time] + [(v, "late") for v in LATE_VALUES])
+
+
 def test_sequence_dedup_seed_example(remote, tmp_path):
     seqs = list(range(1, 8)) + [4, 5, 6, 7] + list(range(8, 12))
     records = [Rec("k", i, value=str(s)) for i, s in enumerate(seqs)]

@@ -7,7 +7,7 @@ import sys
 import time
 
 from kafka_broker import produce, read_topic
-from kafka_streams import PARTITIONS, as_inputs, at_least_once_records
+from kafka_streams import BASE_MS, PARTITIONS, as_inputs, at_least_once_records
 from reference import dedup_reference
 
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "kstreams-spark")
@@ -61,6 +61,65 @@ def test_dedup_a_topic_into_another(kafka, tmp_path):
     written = read_topic(kafka.bootstrap, out_topic)
     as_pairs = lambda rs: sorted((r.key, r.value) for r in rs)  # noqa: E731
     assert as_pairs(as_inputs(written)) == as_pairs(expected)
+
+
+def test_late_records_go_to_their_own_topic(kafka, tmp_path):
+    """--late-records side_output: one query writes the forwarded records to --output-topic and
+    the late ones to --late-topic, each with a kstreams_reason header."""
+    from reference import dedup_reference_with_late
+
+    topic = kafka.create_topic("cli-late-in", PARTITIONS)
+    out_topic = kafka.create_topic("cli-late-out", PARTITIONS)
+    late_topic = kafka.create_topic("cli-late-late", PARTITIONS)
+    # the at-least-once stream, then per partition 3 new events a minute behind its stream time
+    late = [
+        (p, f"user-{i}", json.dumps({"id": f"late-{p}-{i}"}), BASE_MS - 60_000 + i)
+        for p in range(4)
+        for i in range(3)
+    ]
+    produce(kafka.bootstrap, topic, at_least_once_records(30, seed=5) + late)
+    records = as_inputs(read_topic(kafka.bootstrap, topic))
+    forwarded, late_ones = dedup_reference_with_late(
+        records, 10_000, key=lambda r: (r.key, json.loads(r.value)["id"])
+    )
+    assert len(late_ones) == 12
+
+    out = subprocess.run(
+        [
+            SCRIPT,
+            "dedup",
+            "--bootstrap-servers",
+            kafka.bootstrap,
+            "--topic",
+            topic,
+            "--output-topic",
+            out_topic,
+        ]
+        + ["--checkpoint", str(tmp_path / "ck"), "--by", "key-value"]
+        + ["--id", "get_json_object(cast(value as string), '$.id')", "--interval", "10s"]
+        + ["--late-records", "side_output", "--late-topic", late_topic]
+        + [
+            "--available-now",
+            "--max-offsets-per-trigger",
+            "50",
+            "--shuffle-partitions",
+            "2",
+            "--master",
+            "local[2]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"late records to {late_topic}" in out.stdout
+    assert f"  {'late side output':<23} {12:>12,}" in out.stdout
+    as_pairs = lambda rs: sorted((r.key, r.value) for r in rs)  # noqa: E731
+    on_time = [r for r in forwarded if r not in late_ones]
+    assert as_pairs(as_inputs(read_topic(kafka.bootstrap, out_topic))) == as_pairs(on_time)
+    written_late = read_topic(kafka.bootstrap, late_topic)
+    assert as_pairs(as_inputs(written_late)) == as_pairs(late_ones)
+    assert all(("kstreams_reason", b"late") in r.headers for r in written_late)
 
 
 def test_a_bad_id_expression_is_one_line_before_the_session_starts(kafka, tmp_path):

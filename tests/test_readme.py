@@ -58,12 +58,18 @@ def test_readme_python_kafka_and_processor_examples_run(spark, kafka, tmp_path):
         + [(1, "a", value(1, 1), 4000)],
     )
     blocks = section_blocks(
-        "Python", "Windowed distinct and sequence numbers", "Metrics", "Kafka", "Processor API"
+        "Python",
+        "Windowed distinct and sequence numbers",
+        "Metrics",
+        "Late records",
+        "Kafka",
+        "Processor API",
     )
     assert [title for title, _ in blocks] == [
         "Python",
         "Windowed distinct and sequence numbers",
         "Metrics",
+        "Late records",
         "Kafka",
         "Processor API",
         "Processor API",
@@ -73,12 +79,19 @@ def test_readme_python_kafka_and_processor_examples_run(spark, kafka, tmp_path):
         for title, code in blocks:
             code = code.replace("broker:9092", kafka.bootstrap).replace('"events', '"readme-events')
             # the Kafka example's checkpoint (a relative path is the JVM's, not this test's, cwd)
-            for relative in ("ckpt/", "scaled/", "checkpoints/"):
+            for relative in ("ckpt/", "scaled/", "checkpoints/", "deduped/", "late/", "late-ckpt/"):
                 code = code.replace(f'"{relative}"', repr(str(tmp_path / relative)))
             exec(compile(code, f"README.md, {title}", "exec"), namespace)
             if title == "Metrics":
                 metrics = namespace["operator_metrics"](namespace["query"].recentProgress)
                 assert metrics == {"kstreams_deduplicate_by_key": {"forwarded": 3, "duplicates_dropped": 1}}
+            if title == "Late records":  # none is late here: the forwarded ones, and the counter
+                deduped = spark.read.parquet(str(tmp_path / "deduped"))
+                assert sorted((r.key, r.value) for r in deduped.collect()) == sorted(
+                    (k.encode(), value(*v).encode()) for k, v in [("a", (1, 1)), ("b", (2, 2)), ("a", (1, 1))]
+                )
+                late_metrics = namespace["operator_metrics"](namespace["query"].recentProgress)
+                assert late_metrics["kstreams_deduplicate_by_key"]["late_side_output"] == 0
         # the Kafka example's query runs on: wait for its three records
         out = []
         for _ in range(120):

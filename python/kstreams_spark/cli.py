@@ -113,6 +113,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     dedup.add_argument("--interval", default="10 seconds", help="dedup interval (default: 10 seconds)")
     dedup.add_argument(
+        "--late-records",
+        choices=["forward", "drop", "side_output"],
+        default="forward",
+        help="a record older than its partition's stream time minus --interval that is no "
+        "duplicate is forwarded (KIP-655), dropped and counted, or written to --late-topic with a "
+        "kstreams_reason header (default: forward; not for --by sequence)",
+    )
+    dedup.add_argument(
+        "--late-topic", help="topic of the late records with --late-records side_output (must exist)"
+    )
+    dedup.add_argument(
         "--on-null-timestamp",
         choices=["fail", "skip"],
         default="fail",
@@ -179,10 +190,10 @@ def _parser() -> argparse.ArgumentParser:
 
 # --by: the KStream operator each choice runs, and whether it needs --id
 _DEDUP_BY = {
-    "key": (lambda ks, id_, interval: ks.deduplicate_by_key(interval), False),
-    "key-value": (lambda ks, id_, interval: ks.deduplicate_by_key_value(id_, interval), True),
-    "id": (lambda ks, id_, interval: ks.deduplicate(id_, interval), True),
-    "sequence": (lambda ks, id_, interval: ks.deduplicate_by_sequence(id_), True),
+    "key": (lambda ks, id_, interval, late: ks.deduplicate_by_key(interval, late), False),
+    "key-value": (lambda ks, id_, interval, late: ks.deduplicate_by_key_value(id_, interval, late), True),
+    "id": (lambda ks, id_, interval, late: ks.deduplicate(id_, interval, late), True),
+    "sequence": (lambda ks, id_, interval, late: ks.deduplicate_by_sequence(id_), True),
 }
 
 
@@ -240,6 +251,10 @@ def _check_arguments(args: argparse.Namespace) -> str | None:
     _, needs_id = _DEDUP_BY[args.by]
     if needs_id and not args.id:
         return f"--by {args.by} needs --id EXPR (the {'sequence number' if args.by == 'sequence' else 'id'})"
+    if args.late_records != "forward" and args.by == "sequence":
+        return "--late-records is for --by key, key-value and id (sequence dedup has no late records)"
+    if (args.late_records == "side_output") != bool(args.late_topic):
+        return "--late-records side_output and --late-topic TOPIC go together"
     if args.id:
         problem = _unbalanced(args.id)
         if problem:
@@ -630,14 +645,33 @@ def run_dedup(args: argparse.Namespace) -> int:
         try:
             id_column = F.expr(args.id) if args.id else None
             ks = KStream(reader.load(), on_null_timestamp=args.on_null_timestamp)
-            deduped = operator(ks, id_column, args.interval).df
+            result = operator(ks, id_column, args.interval, args.late_records)
+            if args.late_records == "side_output":
+                # one query writes both topics: the Kafka sink takes each row's topic column
+                reason = F.col("kstreams_reason")
+                tagged = F.concat(
+                    F.coalesce(F.col("headers"), F.array()),
+                    F.array(
+                        F.struct(
+                            F.lit("kstreams_reason").alias("key"), F.encode(reason, "UTF-8").alias("value")
+                        )
+                    ),
+                )
+                out = result.with_side_output.select(
+                    "key",
+                    "value",
+                    F.when(reason.isNull(), F.col("headers")).otherwise(tagged).alias("headers"),
+                    F.when(reason.isNull(), F.lit(args.output_topic))
+                    .otherwise(F.lit(args.late_topic))
+                    .alias("topic"),
+                )
+            else:
+                out = result.df.select("key", "value", "headers", F.lit(args.output_topic).alias("topic"))
         except (KStreamsError, PySparkException) as e:
             return _fail(args, _first_line(e), 2)
         writer = (
-            deduped.select("key", "value", "headers")
-            .writeStream.format("kafka")
+            out.writeStream.format("kafka")
             .option("kafka.bootstrap.servers", args.bootstrap_servers)
-            .option("topic", args.output_topic)
             .option("checkpointLocation", os.path.abspath(args.checkpoint))
             .options(**kafka_options)
         )
@@ -648,7 +682,8 @@ def run_dedup(args: argparse.Namespace) -> int:
         )
         print(
             f"deduplicating {args.topic} -> {args.output_topic} by {args.by}"
-            f"{'' if args.by == 'sequence' else f' within {args.interval}'}; "
+            f"{'' if args.by == 'sequence' else f' within {args.interval}'}"
+            f"{f', late records to {args.late_topic}' if args.late_topic else ''}; "
             f"checkpoint {os.path.abspath(args.checkpoint)}",
             flush=True,
         )

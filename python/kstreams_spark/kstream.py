@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pyspark.sql import Column, DataFrame, DataFrameWriter, Row
 from pyspark.sql import functions as F
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from kstreams_spark.processor import Processor, StoreSpec
 
 Interval = timedelta | str
+# What an operator does with a late record (Scala's kstreams.LateRecords, README "Late records")
+LateRecords = Literal["forward", "drop", "side_output"]
 ColumnOrName = Column | str
 ValueFunction = Callable[[Column], Column]
 KeyValueFunction = Callable[[Column, Column], Column]
@@ -91,7 +93,7 @@ class KStream:
         """The stream's DataFrame (after the operators applied so far)."""
         return self._df
 
-    def deduplicate_by_key(self, interval: Interval) -> KStream:
+    def deduplicate_by_key(self, interval: Interval, late_records: LateRecords = "forward") -> KStream:
         """Drop a record when one with the same key, on the same input partition, with a timestamp
         at most ``interval`` away was forwarded before (KIP-655 ``deduplicateByKey``).
 
@@ -109,25 +111,89 @@ class KStream:
         |  b|blueberry|
         +---+---------+
         <BLANKLINE>
-        """
-        return self._next(self._j.deduplicateByKey(_interval(interval)))
 
-    def deduplicate_by_key_value(self, id: ColumnOrName, interval: Interval) -> KStream:
-        """Like :meth:`deduplicate_by_key`, with the dedup key (key, ``id``).
+        A record older than its partition's stream time minus ``interval`` that is no duplicate is
+        *late*: forwarded by default (spec section 2), or, with ``late_records``, dropped and
+        counted (``"drop"``) or routed to :attr:`side_output` (``"side_output"``). blueberry is
+        late:
+
+        >>> late = KStream(df).deduplicate_by_key("10 seconds", late_records="side_output")
+        >>> [r.value for r in late.df.collect()], [(r.value, r.kstreams_reason) for r in late.side_output.collect()]
+        (['apple', 'banana', 'apricot'], [('blueberry', 'late')])
+        """
+        return self._next(self._j.deduplicateByKey(_interval(interval), self._late(late_records)))
+
+    def deduplicate_by_key_value(
+        self, id: ColumnOrName, interval: Interval, late_records: LateRecords = "forward"
+    ) -> KStream:
+        """Like :meth:`deduplicate_by_key`, with the dedup key (key, ``id``); ``late_records`` as
+        there.
 
         >>> [r.value for r in KStream(df).deduplicate_by_key_value("event_id", "1 minute").df.collect()]
         ['apple', 'banana', 'apricot', 'blueberry']
         """
-        return self._next(self._j.deduplicateByKeyValue(java_column(id, "id"), _interval(interval)))
+        return self._next(
+            self._j.deduplicateByKeyValue(
+                java_column(id, "id"), _interval(interval), self._late(late_records)
+            )
+        )
 
-    def deduplicate(self, id: ColumnOrName, interval: Interval) -> KStream:
+    def deduplicate(
+        self, id: ColumnOrName, interval: Interval, late_records: LateRecords = "forward"
+    ) -> KStream:
         """Drop a record when one with the same ``id`` on *any* partition, with a timestamp at most
-        ``interval`` away, was forwarded before (one global store).
+        ``interval`` away, was forwarded before (one global store). A record is late by its own
+        partition's stream time; ``late_records`` as in :meth:`deduplicate_by_key`.
 
         >>> sorted(r.value for r in KStream(df).deduplicate(F.col("event_id"), "1 minute").df.collect())
         ['apple', 'apricot', 'banana', 'blueberry']
         """
-        return self._next(self._j.deduplicate(java_column(id, "id"), _interval(interval)))
+        return self._next(
+            self._j.deduplicate(java_column(id, "id"), _interval(interval), self._late(late_records))
+        )
+
+    @property
+    def side_output(self) -> DataFrame:
+        """What the operator that made this stream routed aside: with ``late_records="side_output"``
+        the late records, with the input's columns and then ``kstreams_reason`` (``"late"``).
+
+        A query that writes it alone runs the operator again, on its own checkpoint, with the
+        same results; :attr:`with_side_output` writes both outputs from one query.
+
+        >>> KStream(df).deduplicate_by_key("10 seconds", late_records="drop").side_output
+        Traceback (most recent call last):
+        ...
+        kstreams_spark.errors.KStreamsError: this stream has no side output: ...
+        """
+        return python_dataframe(self._j.sideOutput(), self._spark)
+
+    @property
+    def with_side_output(self) -> DataFrame:
+        """:attr:`df` and :attr:`side_output` in one DataFrame (``kstreams_reason`` null for the
+        forwarded records), for one query with one run of the operator that writes both, e.g.
+        with ``foreachBatch``::
+
+            def write_both(batch, batch_id):
+                batch.persist()  # the operator runs once; each write reads the persisted rows
+                batch.where("kstreams_reason is null").drop("kstreams_reason").write.mode("append").parquet(out)
+                batch.where("kstreams_reason is not null").write.mode("append").parquet(late)
+                batch.unpersist()
+
+            result.with_side_output.writeStream.foreachBatch(write_both).start()
+
+        >>> both = KStream(df).deduplicate_by_key("10 seconds", late_records="side_output").with_side_output
+        >>> [(r.value, r.kstreams_reason) for r in both.collect()]
+        [('apple', None), ('banana', None), ('apricot', None), ('blueberry', 'late')]
+        """
+        return python_dataframe(self._j.withSideOutput(), self._spark)
+
+    def _late(self, late_records: LateRecords) -> JavaObject:
+        """Scala's ``LateRecords`` for ``late_records``, which it checks."""
+        if not isinstance(late_records, str):
+            raise KStreamsError(
+                f"late_records must be 'forward', 'drop' or 'side_output', got {late_records!r}"
+            )
+        return kstreams_class(self._spark, "LateRecords").parse(late_records)
 
     def deduplicate_by_sequence(self, sequence: ColumnOrName) -> KStream:
         """Forward a record only if its sequence number (an integer column or expression) is

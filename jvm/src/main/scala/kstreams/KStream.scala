@@ -27,42 +27,106 @@ import kstreams.internal.table._
   *   .deduplicateByKeyValue(col("event_id"), "1 minute")
   * }}}
   */
-final class KStream(val df: DataFrame, val columns: StreamColumns) {
+final class KStream private[kstreams] (val df: DataFrame, val columns: StreamColumns, withSide: Option[DataFrame]) {
+
+  def this(df: DataFrame, columns: StreamColumns) = this(df, columns, None)
+
+  /** The records the operator that made this stream routed aside (the late records of a dedup
+    * run with [[LateRecords.SideOutput]]), with the input's columns and then
+    * [[LateRecords.ReasonColumn]]. A query that writes it alone runs the operator on its own
+    * checkpoint; [[withSideOutput]] writes both outputs from one query.
+    *
+    * {{{ KStream(df).deduplicateByKey("10 minutes", LateRecords.SideOutput).sideOutput }}}
+    */
+  def sideOutput: DataFrame = {
+    val all = withSideOutput
+    all.where(col(LateRecords.ReasonColumn).isNotNull)
+  }
+
+  /** [[df]] and [[sideOutput]] in one DataFrame, [[LateRecords.ReasonColumn]] null for the
+    * forwarded records: one query, one run of the operator, writes both, e.g. with
+    * `foreachBatch` (README, "Late records").
+    *
+    * {{{
+    * KStream(df).deduplicateByKey("10 minutes", LateRecords.SideOutput).withSideOutput
+    *   .writeStream.foreachBatch { (batch: DataFrame, _: Long) =>
+    *     batch.persist() // the operator runs once; each write reads the persisted rows
+    *     batch.where("kstreams_reason is null").drop("kstreams_reason").write.mode("append").parquet("out")
+    *     batch.where("kstreams_reason is not null").write.mode("append").parquet("late")
+    *     batch.unpersist()
+    *   }
+    * }}}
+    */
+  def withSideOutput: DataFrame = withSide.getOrElse(
+    throw new KStreamsException(
+      "this stream has no side output: only the operator that made it can have one, when run with " +
+        "late_records='side_output' (Scala: LateRecords.SideOutput)"))
 
   /** Drops a record when a record with the same key and a timestamp at most `interval` away was
-    * forwarded before on the same input partition (KIP-655 `deduplicateByKey`).
+    * forwarded before on the same input partition (KIP-655 `deduplicateByKey`). A late record
+    * (older than the partition's stream time minus `interval`) that is no duplicate is forwarded
+    * (spec section 2) unless `lateRecords` says otherwise.
     *
-    * {{{ KStream(df).deduplicateByKey(Duration.ofSeconds(10)) }}}
+    * {{{
+    * KStream(df).deduplicateByKey(Duration.ofSeconds(10))
+    * KStream(df).deduplicateByKey("10 minutes", LateRecords.Drop)
+    * }}}
     */
   def deduplicateByKey(interval: Duration): KStream =
-    dedupByKey(Intervals.micros(interval))
+    dedupByKey(Intervals.micros(interval), LateRecords.Forward)
+
+  /** [[deduplicateByKey]] with a [[LateRecords]] policy. */
+  def deduplicateByKey(interval: Duration, lateRecords: LateRecords): KStream =
+    dedupByKey(Intervals.micros(interval), lateRecords)
 
   /** [[deduplicateByKey]] with an interval such as `"10 seconds"`. */
-  def deduplicateByKey(interval: String): KStream = dedupByKey(Intervals.micros(interval))
+  def deduplicateByKey(interval: String): KStream = dedupByKey(Intervals.micros(interval), LateRecords.Forward)
+
+  /** [[deduplicateByKey]] with an interval such as `"10 seconds"` and a [[LateRecords]] policy. */
+  def deduplicateByKey(interval: String, lateRecords: LateRecords): KStream =
+    dedupByKey(Intervals.micros(interval), lateRecords)
 
   /** Drops a record when one with the same key and the same `id` and a timestamp at most
-    * `interval` away was forwarded before on the same input partition.
+    * `interval` away was forwarded before on the same input partition; late records as in
+    * [[deduplicateByKey]].
     *
     * {{{ KStream(df).deduplicateByKeyValue(col("event_id"), Duration.ofMinutes(1)) }}}
     */
   def deduplicateByKeyValue(id: Column, interval: Duration): KStream =
-    dedupByKeyValue(id, Intervals.micros(interval))
+    dedupByKeyValue(id, Intervals.micros(interval), LateRecords.Forward)
+
+  /** [[deduplicateByKeyValue]] with a [[LateRecords]] policy. */
+  def deduplicateByKeyValue(id: Column, interval: Duration, lateRecords: LateRecords): KStream =
+    dedupByKeyValue(id, Intervals.micros(interval), lateRecords)
 
   /** [[deduplicateByKeyValue]] with an interval such as `"10 seconds"`. */
   def deduplicateByKeyValue(id: Column, interval: String): KStream =
-    dedupByKeyValue(id, Intervals.micros(interval))
+    dedupByKeyValue(id, Intervals.micros(interval), LateRecords.Forward)
+
+  /** [[deduplicateByKeyValue]] with an interval such as `"10 seconds"` and a [[LateRecords]] policy. */
+  def deduplicateByKeyValue(id: Column, interval: String, lateRecords: LateRecords): KStream =
+    dedupByKeyValue(id, Intervals.micros(interval), lateRecords)
 
   /** Drops a record when one with the same `id` and a timestamp at most `interval` away was
-    * forwarded before on any partition: the store is global.
+    * forwarded before on any partition: the store is global. Late records (by the record's own
+    * partition's stream time) as in [[deduplicateByKey]].
     *
     * {{{ KStream(df).deduplicate(get_json_object(col("value"), "$.id"), Duration.ofMinutes(1)) }}}
     */
   def deduplicate(id: Column, interval: Duration): KStream =
-    dedupGlobal(id, Intervals.micros(interval))
+    dedupGlobal(id, Intervals.micros(interval), LateRecords.Forward)
+
+  /** [[deduplicate]] with a [[LateRecords]] policy. */
+  def deduplicate(id: Column, interval: Duration, lateRecords: LateRecords): KStream =
+    dedupGlobal(id, Intervals.micros(interval), lateRecords)
 
   /** [[deduplicate]] with an interval such as `"10 seconds"`. */
   def deduplicate(id: Column, interval: String): KStream =
-    dedupGlobal(id, Intervals.micros(interval))
+    dedupGlobal(id, Intervals.micros(interval), LateRecords.Forward)
+
+  /** [[deduplicate]] with an interval such as `"10 seconds"` and a [[LateRecords]] policy. */
+  def deduplicate(id: Column, interval: String, lateRecords: LateRecords): KStream =
+    dedupGlobal(id, Intervals.micros(interval), lateRecords)
 
   /** Forwards a record only if its sequence number is greater than the highest forwarded on its
     * input partition; a null sequence number passes (spec section 4). State is one number per partition.
@@ -229,35 +293,41 @@ final class KStream(val df: DataFrame, val columns: StreamColumns) {
       wallClock: Boolean = false): KStream =
     withDf(internal.runner.ProcessorPlan(df, columns, supplier, stores, name, wallClock))
 
-  private def dedupByKey(intervalMicros: Long): KStream = {
+  private def dedupByKey(intervalMicros: Long, late: LateRecords): KStream = {
     val key = columns.keyField(df)
-    withDf(
+    withOutputs(
       Deduplicate(
         df,
         columns,
         Seq("key" -> col(HelperColumns.quote(key.name))),
         DedupScope.PerPartition,
         intervalMicros,
+        late,
         "kstreams_deduplicate_by_key"))
   }
 
-  private def dedupByKeyValue(id: Column, intervalMicros: Long): KStream = {
+  private def dedupByKeyValue(id: Column, intervalMicros: Long, late: LateRecords): KStream = {
     val key = columns.keyField(df)
     KStream.resolveId(df, id)
-    withDf(
+    withOutputs(
       Deduplicate(
         df,
         columns,
         Seq("key" -> col(HelperColumns.quote(key.name)), "id" -> id),
         DedupScope.PerPartition,
         intervalMicros,
+        late,
         "kstreams_deduplicate_by_key_value"))
   }
 
-  private def dedupGlobal(id: Column, intervalMicros: Long): KStream = {
+  private def dedupGlobal(id: Column, intervalMicros: Long, late: LateRecords): KStream = {
     KStream.resolveId(df, id)
-    withDf(Deduplicate(df, columns, Seq("id" -> id), DedupScope.Global, intervalMicros, "kstreams_deduplicate"))
+    withOutputs(
+      Deduplicate(df, columns, Seq("id" -> id), DedupScope.Global, intervalMicros, late, "kstreams_deduplicate"))
   }
+
+  /** The result of an operator with a side output ([[sideOutput]]). */
+  private def withOutputs(outputs: (DataFrame, Option[DataFrame])) = new KStream(outputs._1, columns, outputs._2)
 
   private[kstreams] def withDf(result: DataFrame) = new KStream(result, columns)
 }

@@ -3,6 +3,7 @@ package internal
 package dedup
 
 import org.apache.spark.sql.{Column, DataFrame, KeyValueGroupedDataset}
+import org.apache.spark.sql.functions.{col, lit, when}
 import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types.StructType
 
@@ -24,7 +25,8 @@ private[kstreams] object Deduplicate {
       parts: Seq[(String, Column)],
       scope: DedupScope,
       intervalMicros: Long,
-      metricName: String): DataFrame = {
+      lateRecords: LateRecords,
+      metricName: String): (DataFrame, Option[DataFrame]) = {
     val resolved = columns.resolve(df)
     parts.foreach { case (name, c) =>
       StreamColumns.checkKeyType(s"dedup key part '$name'", df.select(c).schema.head.dataType)
@@ -34,8 +36,9 @@ private[kstreams] object Deduplicate {
         case (d, (name, c)) => d.expression(name, c)
       }
     scope match {
-      case DedupScope.PerPartition => perPartition(df, resolved, parts, intervalMicros, metricName, descriptor)
-      case DedupScope.Global => global(df, resolved, parts, intervalMicros, metricName, descriptor)
+      case DedupScope.PerPartition =>
+        perPartition(df, resolved, parts, intervalMicros, lateRecords, metricName, descriptor)
+      case DedupScope.Global => global(df, resolved, parts, intervalMicros, lateRecords, metricName, descriptor)
     }
   }
 
@@ -45,16 +48,18 @@ private[kstreams] object Deduplicate {
       resolved: ResolvedColumns,
       parts: Seq[(String, Column)],
       intervalMicros: Long,
+      lateRecords: LateRecords,
       metricName: String,
-      descriptor: OperatorDescriptor): DataFrame = {
+      descriptor: OperatorDescriptor): (DataFrame, Option[DataFrame]) = {
     val (grouped, userSchema) =
       ArrivalOrder.prepareSpread(df, resolved, parts.map(_._2), SpreadRecord.Groups, Some(intervalMicros))
     val processor = new GlobalDedupProcessor(
       intervalMicros,
       hasOffset = resolved.offset.isDefined,
       useTimers = df.isStreaming,
-      memorySetting = DedupCaches.memorySetting(df.sparkSession))
-    run(df, grouped, processor, descriptor, userSchema, metricName)
+      memorySetting = DedupCaches.memorySetting(df.sparkSession),
+      lateRecords)
+    run(df, grouped, processor, descriptor, userSchema, lateRecords, metricName)
   }
 
   /** By-key and by-key-value: state per input partition, in the time-bucketed compact processor. */
@@ -63,36 +68,60 @@ private[kstreams] object Deduplicate {
       resolved: ResolvedColumns,
       parts: Seq[(String, Column)],
       intervalMicros: Long,
+      lateRecords: LateRecords,
       metricName: String,
-      descriptor: OperatorDescriptor): DataFrame = {
+      descriptor: OperatorDescriptor): (DataFrame, Option[DataFrame]) = {
     val (grouped, userSchema) = ArrivalOrder.prepareCompact(df, resolved, parts.map(_._2), Some(intervalMicros))
     val processor = new PerPartitionDedupProcessor(
       intervalMicros,
       hasOffset = resolved.offset.isDefined,
       useTimers = df.isStreaming,
-      memorySetting = DedupCaches.memorySetting(df.sparkSession))
-    run(df, grouped, processor, descriptor, userSchema, metricName)
+      memorySetting = DedupCaches.memorySetting(df.sparkSession),
+      lateRecords)
+    run(df, grouped, processor, descriptor, userSchema, lateRecords, metricName)
   }
 
   /** Runs either dedup processor over its prepared input and unpacks the forwarded records into
-    * the user's schema, counting duplicates under `metricName`. */
+    * the user's schema, counting duplicates (and late records, unless forwarded) under
+    * `metricName`; with [[LateRecords.SideOutput]], also the forwarded and the late records in
+    * one DataFrame, with [[LateRecords.ReasonColumn]] "late" for the late ones (null for the
+    * others): [[KStream.withSideOutput]]. */
   private def run[T](
       df: DataFrame,
       grouped: KeyValueGroupedDataset[Int, T],
       processor: StatefulProcessor[Int, T, CompactOutput],
       descriptor: OperatorDescriptor,
       userSchema: StructType,
-      metricName: String): DataFrame = {
-    ArrivalOrder.unpack(
-      Stateful.runCounted(
-        grouped,
-        processor,
-        descriptor,
-        Stateful.eventTime(df.isStreaming),
-        metricName,
-        Seq(DropReasons.Duplicate)),
-      userSchema)
+      lateRecords: LateRecords,
+      metricName: String): (DataFrame, Option[DataFrame]) = {
+    val lateReasons = lateRecords match {
+      case LateRecords.Forward => Nil
+      case LateRecords.Drop => Seq(DropReasons.Late)
+      case LateRecords.SideOutput => Seq(DropReasons.LateSideOutput)
+    }
+    val all = Stateful.runCountedAll(
+      grouped,
+      processor,
+      descriptor,
+      Stateful.eventTime(df.isStreaming),
+      metricName,
+      DropReasons.Duplicate +: lateReasons)
+    val forwarded = ArrivalOrder.unpack(Stateful.forwardedOnly(all), userSchema)
+    val withSideOutput =
+      if (lateRecords != LateRecords.SideOutput) None
+      else {
+        val routed = col(HelperColumns.Dropped) === lit(DropReasons.LateSideOutput)
+        Some(
+          ArrivalOrder.unpack(
+            all.where(col(HelperColumns.Dropped).isNull || routed),
+            userSchema,
+            when(routed, lit(LateReason)).as(LateRecords.ReasonColumn)))
+      }
+    (forwarded, withSideOutput)
   }
+
+  /** The side output's reason for a record older than `streamTime - interval` (spec section 2). */
+  val LateReason = "late"
 }
 
 /** Whose records a dedup judges together: one input partition's (`deduplicateByKey`,

@@ -94,7 +94,8 @@ private[kstreams] final class GlobalDedupProcessor(
     intervalMicros: Long,
     hasOffset: Boolean,
     useTimers: Boolean,
-    memorySetting: Long)
+    memorySetting: Long,
+    lateRecords: LateRecords)
     extends StatefulProcessor[Int, SpreadRecord, CompactOutput] {
 
   import GlobalDedupProcessor._
@@ -129,11 +130,11 @@ private[kstreams] final class GlobalDedupProcessor(
     dropDeadBuckets(slowestStreamTime() - intervalMicros)
     val touched = new Touched
     val batchMax = mutable.HashMap.empty[Int, Long]
-    var duplicates = 0L
+    val emit = new CompactEmitter(lateRecords)
     var lastPartition = Int.MinValue
     var lastOrder = Long.MinValue
-    val forwarded = rows
-      .filter { r =>
+    val emitted = rows
+      .map { r =>
         if (r.partition < lastPartition || (r.partition == lastPartition && r.ordering < lastOrder))
           throw new IllegalStateException(
             s"kstreams internal error: partition ${r.partition} arrived out of order in deduplicate " +
@@ -142,22 +143,21 @@ private[kstreams] final class GlobalDedupProcessor(
         lastPartition = r.partition; lastOrder = r.ordering
         if (r.marker) {
           batchMax(r.partition) = math.max(batchMax.getOrElse(r.partition, Long.MinValue), r.timestampMicros)
-          false
+          null
         } else {
-          val streamTime = math.max(times.current(r.partition), r.streamTimeMicros)
-          val forward = r.keyNull || shouldForward(r, streamTime - intervalMicros, touched)
-          if (!forward) duplicates += 1
-          forward
+          val liveFrom = math.max(times.current(r.partition), r.streamTimeMicros) - intervalMicros
+          if (r.keyNull) emit.forward(r.payload)
+          else if (!shouldForward(r, liveFrom, touched)) emit.duplicate()
+          else emit.forwardable(r.payload, late = r.timestampMicros < liveFrom)
         }
       }
-      .map(r => CompactOutput(r.payload, null, 1L))
-    forwarded ++ {
+      .filter(_ != null)
+    emitted ++ {
       touched.flush()
       batchMax.foreach { case (p, ts) => times.advance(p, ts) }
       times.flush()
       if (useTimers) sweeper.ensureArmed(timerValues)
-      if (duplicates > 0) Iterator.single(CompactOutput(null, DropReasons.Duplicate, duplicates))
-      else Iterator.empty
+      emit.counts
     }
   }
 

@@ -48,14 +48,16 @@ import kstreams.internal.state._
   * interval` is late and never stored), so the largest timestamp read for a key is its current
   * entry, in the chunks as in `entries`.
   *
-  * Output: forwarded records, then one row per micro-batch with the number of duplicates dropped
-  * (not one marker row per dropped record), read by [[Stateful.runCounted]].
+  * Output: forwarded records (and late ones routed to the side output, [[CompactEmitter]]), then one
+  * row per micro-batch and drop reason with the number of records dropped (not one marker row per
+  * dropped record), read by [[Stateful.runCounted]].
   */
 private[kstreams] final class PerPartitionDedupProcessor(
     intervalMicros: Long,
     hasOffset: Boolean,
     useTimers: Boolean,
-    memorySetting: Long)
+    memorySetting: Long,
+    lateRecords: LateRecords)
     extends StatefulProcessor[Int, CompactRecord, CompactOutput] {
 
   import PerPartitionDedupProcessor._
@@ -93,10 +95,10 @@ private[kstreams] final class PerPartitionDedupProcessor(
     var store: GroupStore = null // opened at the group's first record
     var partition = 0
     var streamTime = Long.MinValue // of the group's one partition: kept here, stored once
-    var duplicates = 0L
+    val emit = new CompactEmitter(lateRecords)
     var lastOrder = Long.MinValue
-    val forwarded = rows
-      .filter { r =>
+    val emitted = rows
+      .map { r =>
         if (r.ordering < lastOrder)
           throw new IllegalStateException(
             s"kstreams internal error: partition ${r.partition} arrived out of order " +
@@ -107,20 +109,20 @@ private[kstreams] final class PerPartitionDedupProcessor(
           store = new GroupStore(group, liveFromOf(streamTime))
         }
         if (r.timestampMicros > streamTime) streamTime = r.timestampMicros
-        val forward = r.keyNull || store.shouldForward(r, streamTime - intervalMicros)
-        if (!forward) duplicates += 1
-        forward
+        val liveFrom = streamTime - intervalMicros
+        if (r.keyNull) emit.forward(r.payload)
+        else if (!store.shouldForward(r, liveFrom)) emit.duplicate()
+        else emit.forwardable(r.payload, late = r.timestampMicros < liveFrom)
       }
-      .map(r => CompactOutput(r.payload, null, 1L))
-    forwarded ++ {
+      .filter(_ != null)
+    emitted ++ {
       if (store != null) {
         times.advance(partition, streamTime)
         times.flush()
         store.close(streamTime - intervalMicros)
       }
       if (useTimers) sweeper.ensureArmed(timerValues)
-      if (duplicates > 0) Iterator.single(CompactOutput(null, DropReasons.Duplicate, duplicates))
-      else Iterator.empty
+      emit.counts
     }
   }
 

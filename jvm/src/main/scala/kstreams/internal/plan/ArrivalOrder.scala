@@ -161,9 +161,12 @@ private[kstreams] object ArrivalOrder {
     )
   }
 
-  /** Decodes [[Payload]] back into the user's columns (with their original types and nullability). */
-  def unpack(df: DataFrame, userSchema: StructType): DataFrame =
-    df.select(RowBytes.decodeNotNull(col(Payload), userSchema).as("r")).select("r.*")
+  /** Decodes [[Payload]] back into the user's columns (with their original types and
+    * nullability), followed by the `extra` columns (named). */
+  def unpack(df: DataFrame, userSchema: StructType, extra: Column*): DataFrame = {
+    val decoded = df.select(RowBytes.decodeNotNull(col(Payload), userSchema).as("r") +: extra: _*)
+    decoded.select(col("r.*") +: decoded.columns.toSeq.tail.map(n => col(quote(n))): _*)
+  }
 
   private def arrange(
       df: DataFrame,

@@ -44,6 +44,9 @@ private[kstreams] object HelperColumns {
 private[kstreams] object DropReasons {
   val Duplicate = "duplicates_dropped"
   val Late = "late_dropped"
+
+  /** Not a drop: a late record routed to the operator's side output (`LateRecords.SideOutput`). */
+  val LateSideOutput = "late_side_output"
   val NullKey = "null_keys_dropped"
   val NullValue = "null_values_dropped"
   val Idempotent = "idempotent-updates-dropped"

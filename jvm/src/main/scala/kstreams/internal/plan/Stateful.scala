@@ -42,17 +42,30 @@ private[kstreams] object Stateful {
       descriptor: OperatorDescriptor,
       timeMode: TimeMode,
       metricName: String,
+      reasons: Seq[String]): DataFrame =
+    forwardedOnly(runCountedAll(grouped, processor, descriptor, timeMode, metricName, reasons))
+
+  /** [[runCounted]] with every row the processor emitted: the forwarded ones ([[Dropped]] null),
+    * the count rows, and the records it routed aside (e.g. [[DropReasons.LateSideOutput]]); pick
+    * the forwarded ones with [[forwardedOnly]]. Each reason of `reasons` is counted in the metric
+    * `metricName`. */
+  def runCountedAll[K, V](
+      grouped: KeyValueGroupedDataset[K, V],
+      processor: StatefulProcessor[K, V, CompactOutput],
+      descriptor: OperatorDescriptor,
+      timeMode: TimeMode,
+      metricName: String,
       reasons: Seq[String]): DataFrame = {
     val processed =
       transform(grouped, processor, descriptor, timeMode)(Encoders.product[CompactOutput]).toDF()
     val dropped = col(Dropped)
     val counts = count_if(dropped.isNull).as("forwarded") +: reasons.map(r =>
       coalesce(sum(when(dropped === lit(r), col(DroppedCount))), lit(0L)).as(r))
-    processed
-      .observe(InputColumns.observationName(processed, metricName), counts.head, counts.tail: _*)
-      .where(dropped.isNull)
-      .drop(Dropped, DroppedCount)
+    processed.observe(InputColumns.observationName(processed, metricName), counts.head, counts.tail: _*)
   }
+
+  /** The forwarded payloads of [[runCountedAll]]'s rows. */
+  def forwardedOnly(all: DataFrame): DataFrame = all.where(col(Dropped).isNull).drop(Dropped, DroppedCount)
 
   /** `transformWithState` without the counting, for a processor whose output has no drop column
     * (the processor API's runner, whose drops are the user's choice). */
