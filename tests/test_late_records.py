@@ -138,3 +138,49 @@ def test_a_bad_policy_and_a_missing_side_output_say_what_is_wrong(spark):
             .filter(F.lit(True))
             .with_side_output
         )
+
+
+@pytest.mark.parametrize("mode", ["batch", "one_micro_batch", "split_restart"])
+@pytest.mark.parametrize("case", ["tumbling_10s", "session_gap_10s", "session_gap_9s"])
+def test_windowed_distinct_routes_the_records_of_closed_windows(spark, tmp_path, case, mode):
+    """Spec section 3's example: the records the default drops as late (7 and the second 22 for
+    tumbling windows, 7 for sessions) go to the side output instead, with a null window."""
+    from test_windowed_and_sequence import CASES, SECONDS
+
+    windows, expected, counts = CASES[case]
+    records = with_offsets([Rec("k", s) for s in SECONDS])
+    op = lambda df: KStream(df).group_by_key().windowed_by(windows).distinct("side_output").with_side_output  # noqa: E731
+    out = run(spark, tmp_path, op, mode, records)
+    by_second = {r.value: r.t for r in records}
+    late = ["v9", "v10"] if case == "tumbling_10s" else ["v9"]
+    assert len(late) == counts["late_dropped"]
+    assert sorted((by_second[v], reason) for v, reason in out) == sorted(
+        [(t, None) for t, _, _ in expected] + [(by_second[v], "window closed") for v in late]
+    )
+
+
+def test_windowed_distinct_counts_and_refuses_forward(spark, tmp_path):
+    from test_windowed_and_sequence import CASES, SECONDS
+
+    windows, _, counts = CASES["tumbling_10s"]
+    records = with_offsets([Rec("k", s) for s in SECONDS])
+    side = lambda df: KStream(df).group_by_key().windowed_by(windows).distinct("side_output").side_output  # noqa: E731
+    stream = StreamRun(spark, str(tmp_path), side)
+    for i in range(0, len(records), 4):
+        stream.add_batch(records[i : i + 4])
+    stream.run()
+    rows = stream.output().orderBy("offset").collect()
+    assert [(r.value, r.window, r.kstreams_reason) for r in rows] == [
+        ("v9", None, "window closed"),
+        ("v10", None, "window closed"),
+    ]
+    assert operator_metrics(stream.progress)["kstreams_windowed_distinct"] == {
+        "forwarded": counts["forwarded"],
+        "duplicates_dropped": counts["duplicates_dropped"],
+        "late_side_output": counts["late_dropped"],
+    }
+    from streams import batch_df
+
+    grouped = KStream(batch_df(spark, records)).group_by_key().windowed_by(windows)
+    with pytest.raises(KStreamsError, match="windowed distinct cannot forward a record of a closed window"):
+        grouped.distinct("forward")

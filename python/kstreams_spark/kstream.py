@@ -155,7 +155,8 @@ class KStream:
     @property
     def side_output(self) -> DataFrame:
         """What the operator that made this stream routed aside: with ``late_records="side_output"``
-        the late records, with the input's columns and then ``kstreams_reason`` (``"late"``).
+        the late records, with the result's columns (a windowed distinct's ``window`` null) and
+        then ``kstreams_reason`` (``"late"``; ``"window closed"`` for windowed distinct).
 
         A query that writes it alone runs the operator again, on its own checkpoint, with the
         same results; :attr:`with_side_output` writes both outputs from one query.
@@ -653,19 +654,21 @@ class WindowedKStream:
         self._stream, self._windows = grouped._stream, windows
         self._j = grouped._j.windowedBy(windows._to_java(grouped._stream._spark))
 
-    def distinct(self) -> KStream:
+    def distinct(self, late_records: LateRecords = "drop") -> KStream:
         """The first record of each (key, window), with a ``window`` column (``start``, ``end``).
 
         Tumbling: one record per key and window. Session: the record that opens a session, with
         ``window = (t, t)``. Null keys pass with a null window; records of closed windows are
-        dropped as late and counted (``late_dropped``).
+        dropped as late and counted (``late_dropped``), or with ``late_records="side_output"``
+        routed to :attr:`KStream.side_output` (``window`` null, ``kstreams_reason``
+        ``"window closed"``). A closed window's result is final: ``"forward"`` is refused.
 
         >>> windows = SessionWindows.of_inactivity_gap_with_no_grace("10 seconds")
         >>> firsts = ks.group_by_key().windowed_by(windows).distinct().df
         >>> [(r.value, r.window.start.second) for r in firsts.collect()]
         [('apple', 0), ('banana', 1), ('apricot', 20)]
         """
-        return self._stream._next(self._j.distinct())
+        return self._stream._next(self._j.distinct(self._stream._late(late_records)))
 
     def count(self) -> KTable:
         """Records per (key, window), with a ``window`` column.

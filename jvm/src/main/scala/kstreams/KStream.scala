@@ -31,9 +31,9 @@ final class KStream private[kstreams] (val df: DataFrame, val columns: StreamCol
 
   def this(df: DataFrame, columns: StreamColumns) = this(df, columns, None)
 
-  /** The records the operator that made this stream routed aside (the late records of a dedup
-    * run with [[LateRecords.SideOutput]]), with the input's columns and then
-    * [[LateRecords.ReasonColumn]]. A query that writes it alone runs the operator on its own
+  /** The records the operator that made this stream routed aside (the late records of a dedup or
+    * windowed distinct run with [[LateRecords.SideOutput]]), with the result's columns (a
+    * windowed distinct's `window` null) and then [[LateRecords.ReasonColumn]]. A query that writes it alone runs the operator on its own
     * checkpoint; [[withSideOutput]] writes both outputs from one query.
     *
     * {{{ KStream(df).deduplicateByKey("10 minutes", LateRecords.SideOutput).sideOutput }}}
@@ -327,7 +327,8 @@ final class KStream private[kstreams] (val df: DataFrame, val columns: StreamCol
   }
 
   /** The result of an operator with a side output ([[sideOutput]]). */
-  private def withOutputs(outputs: (DataFrame, Option[DataFrame])) = new KStream(outputs._1, columns, outputs._2)
+  private[kstreams] def withOutputs(outputs: (DataFrame, Option[DataFrame])) =
+    new KStream(outputs._1, columns, outputs._2)
 
   private[kstreams] def withDf(result: DataFrame) = new KStream(result, columns)
 }

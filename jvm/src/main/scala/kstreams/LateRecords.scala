@@ -32,6 +32,5 @@ object LateRecords {
   def parse(name: String): LateRecords =
     Seq(Forward, Drop, SideOutput)
       .find(_.name == name)
-      .getOrElse(
-        throw new KStreamsException(s"late_records must be 'forward', 'drop' or 'side_output', got '$name'"))
+      .getOrElse(throw new KStreamsException(s"late_records must be 'forward', 'drop' or 'side_output', got '$name'"))
 }

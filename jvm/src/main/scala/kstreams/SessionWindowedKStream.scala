@@ -29,5 +29,11 @@ final class SessionWindowedKStream private[kstreams] (stream: KStream, windows: 
     *
     * {{{ KStream(df).groupByKey.windowedBy(SessionWindows.ofInactivityGapWithNoGrace("5 min")).distinct() }}}
     */
-  def distinct(): KStream = stream.withDf(WindowedDistinct.session(stream.df, stream.columns, windows))
+  def distinct(): KStream = distinct(LateRecords.Drop)
+
+  /** [[distinct]] with a policy for the records of closed windows: [[LateRecords.Drop]] (the
+    * default, spec section 3) or [[LateRecords.SideOutput]] (the result's [[KStream.sideOutput]],
+    * reason "window closed"); [[LateRecords.Forward]] is refused. */
+  def distinct(lateRecords: LateRecords): KStream =
+    stream.withOutputs(WindowedDistinct.session(stream.df, stream.columns, windows, lateRecords))
 }

@@ -24,5 +24,11 @@ final class TimeWindowedKStream private[kstreams] (stream: KStream, windows: Tim
     *
     * {{{ KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s")).distinct().df }}}
     */
-  def distinct(): KStream = stream.withDf(WindowedDistinct.tumbling(stream.df, stream.columns, windows))
+  def distinct(): KStream = distinct(LateRecords.Drop)
+
+  /** [[distinct]] with a policy for the records of closed windows: [[LateRecords.Drop]] (the
+    * default, spec section 3) or [[LateRecords.SideOutput]] (the result's [[KStream.sideOutput]],
+    * reason "window closed"); [[LateRecords.Forward]] is refused. */
+  def distinct(lateRecords: LateRecords): KStream =
+    stream.withOutputs(WindowedDistinct.tumbling(stream.df, stream.columns, windows, lateRecords))
 }

@@ -29,7 +29,7 @@ private[kstreams] object HelperColumns {
   val TimestampMicros = "__kstreams_ts"
 
   /** Why a processor dropped a row (a [[DropReasons]] name; null: forwarded); see
-    * [[Stateful.finish]]. */
+    * [[Stateful.runAll]]. */
   val Dropped = "__kstreams_dropped"
 
   /** How many records a compact processor dropped for the row's [[Dropped]] reason. */

@@ -29,9 +29,21 @@ private[kstreams] object Stateful {
       timeMode: TimeMode,
       outputSchema: StructType,
       metricName: String,
+      reasons: Seq[String]): DataFrame =
+    forwardedOnly(runAll(grouped, processor, descriptor, timeMode, outputSchema, metricName, reasons))
+
+  /** [[run]] with every row the processor emitted, [[Dropped]] included: the forwarded ones (null),
+    * the dropped ones and those routed aside (e.g. [[DropReasons.LateSideOutput]]), counted. */
+  def runAll[K](
+      grouped: KeyValueGroupedDataset[K, Row],
+      processor: StatefulProcessor[K, Row, Row],
+      descriptor: OperatorDescriptor,
+      timeMode: TimeMode,
+      outputSchema: StructType,
+      metricName: String,
       reasons: Seq[String]): DataFrame = {
     require(outputSchema.last.name == Dropped, s"the last output column must be $Dropped")
-    finish(transform(grouped, processor, descriptor, timeMode)(Encoders.row(outputSchema)), metricName, reasons)
+    count(transform(grouped, processor, descriptor, timeMode)(Encoders.row(outputSchema)), metricName, reasons)
   }
 
   /** Runs a processor that counts its drops itself ([[CompactOutput]]): like [[run]], the result
@@ -64,7 +76,7 @@ private[kstreams] object Stateful {
     processed.observe(InputColumns.observationName(processed, metricName), counts.head, counts.tail: _*)
   }
 
-  /** The forwarded payloads of [[runCountedAll]]'s rows. */
+  /** The forwarded rows of [[runAll]] or [[runCountedAll]], without the drop columns. */
   def forwardedOnly(all: DataFrame): DataFrame = all.where(col(Dropped).isNull).drop(Dropped, DroppedCount)
 
   /** `transformWithState` without the counting, for a processor whose output has no drop column
@@ -77,17 +89,13 @@ private[kstreams] object Stateful {
     grouped.transformWithState(new DescribedProcessor(processor, descriptor), timeMode, OutputMode.Append())
 
   /** Counts forwarded and dropped rows (by reason) as the observed metric `name` of the query
-    * progress, then keeps the forwarded rows without [[HelperColumns.Dropped]]. A processor emits
-    * one [[DropMarker]] row per dropped record, so the counts are exact in every micro-batch and
-    * visible in `lastProgress.observedMetrics`. */
-  private def finish(processed: DataFrame, name: String, reasons: Seq[String]): DataFrame = {
+    * progress. A processor emits one [[DropMarker]] row per dropped record, so the counts are
+    * exact in every micro-batch and visible in `lastProgress.observedMetrics`. */
+  private def count(processed: DataFrame, name: String, reasons: Seq[String]): DataFrame = {
     val dropped = col(Dropped)
     val counts = count_if(dropped.isNull).as("forwarded") +:
       reasons.map(r => count_if(dropped === lit(r)).as(r))
-    processed
-      .observe(InputColumns.observationName(processed, name), counts.head, counts.tail: _*)
-      .where(dropped.isNull)
-      .drop(Dropped)
+    processed.observe(InputColumns.observationName(processed, name), counts.head, counts.tail: _*)
   }
 
   /** `fields` followed by the drop column: the output schema of a processor run by [[run]]. */

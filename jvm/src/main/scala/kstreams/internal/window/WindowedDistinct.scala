@@ -20,33 +20,61 @@ private[kstreams] object WindowedDistinct {
   val End = "__kstreams_window_end"
   private val extraOutput = Seq(StructField(Start, LongType), StructField(End, LongType))
 
-  def tumbling(df: DataFrame, columns: StreamColumns, windows: TimeWindows): DataFrame =
+  /** The side output's reason for a record of a closed window (spec section 3). */
+  val WindowClosedReason = "window closed"
+
+  def tumbling(
+      df: DataFrame,
+      columns: StreamColumns,
+      windows: TimeWindows,
+      lateRecords: LateRecords): (DataFrame, Option[DataFrame]) =
     run(
       df,
       columns,
       windows.graceMicros + windows.sizeMicros,
       "kstreams_windowed_distinct",
+      lateRecords,
       _.windows(windows),
-      (layout, keySchema, timers) => new TumblingDistinctProcessor(layout, keySchema, windows, timers)
+      (layout, keySchema, timers, lateReason) =>
+        new TumblingDistinctProcessor(layout, keySchema, windows, timers, lateReason)
     )
 
-  def session(df: DataFrame, columns: StreamColumns, windows: SessionWindows): DataFrame =
+  def session(
+      df: DataFrame,
+      columns: StreamColumns,
+      windows: SessionWindows,
+      lateRecords: LateRecords): (DataFrame, Option[DataFrame]) =
     run(
       df,
       columns,
       windows.graceMicros + windows.gapMicros,
       "kstreams_session_distinct",
+      lateRecords,
       _.windows(windows),
-      (layout, keySchema, timers) => new SessionDistinctProcessor(layout, keySchema, windows, timers)
+      (layout, keySchema, timers, lateReason) =>
+        new SessionDistinctProcessor(layout, keySchema, windows, timers, lateReason)
     )
 
+  /** The result, and with [[LateRecords.SideOutput]] the result with the records of closed windows
+    * (window null, [[LateRecords.ReasonColumn]] [[WindowClosedReason]]). */
   private def run(
       df: DataFrame,
       columns: StreamColumns,
       watermarkDelayMicros: Long,
       metricName: String,
+      lateRecords: LateRecords,
       windowSettings: OperatorDescriptor => OperatorDescriptor,
-      processor: (ArrivalOrder.Layout, StructType, Boolean) => StatefulProcessor[Int, Row, Row]): DataFrame = {
+      processor: (ArrivalOrder.Layout, StructType, Boolean, String) => StatefulProcessor[Int, Row, Row])
+      : (DataFrame, Option[DataFrame]) = {
+    // a closed window's result is final: its late records can be dropped or routed, not forwarded
+    val lateReason = lateRecords match {
+      case LateRecords.Drop => DropReasons.Late
+      case LateRecords.SideOutput => DropReasons.LateSideOutput
+      case LateRecords.Forward =>
+        throw new KStreamsException(
+          "windowed distinct cannot forward a record of a closed window (its window's first record " +
+            "was decided): late_records must be 'drop' (the default) or 'side_output'")
+    }
     val key = columns.keyField(df)
     val resolved = columns.resolve(df)
     val prepared = ArrivalOrder.prepare(
@@ -57,24 +85,37 @@ private[kstreams] object WindowedDistinct {
     val keySchema = prepared.inputSchema(Key).dataType.asInstanceOf[StructType]
     val window = when(col(Start).isNull, lit(null))
       .otherwise(struct(timestamp_micros(col(Start)).as("start"), timestamp_micros(col(End)).as("end")))
-    Stateful
-      .run(
-        prepared.grouped,
-        processor(prepared.layout, keySchema, df.isStreaming),
-        windowSettings(OperatorDescriptor.arrivalOrder(metricName, resolved))
-          .column("key", Some(key.name)),
-        Stateful.eventTime(df.isStreaming),
-        prepared.outputSchema(extraOutput: _*),
-        metricName,
-        Seq(DropReasons.Duplicate, DropReasons.Late)
-      )
-      .withColumn("window", window)
-      .drop(Start, End)
+    val all = Stateful.runAll(
+      prepared.grouped,
+      processor(prepared.layout, keySchema, df.isStreaming, lateReason),
+      windowSettings(OperatorDescriptor.arrivalOrder(metricName, resolved))
+        .column("key", Some(key.name)),
+      Stateful.eventTime(df.isStreaming),
+      prepared.outputSchema(extraOutput: _*),
+      metricName,
+      Seq(DropReasons.Duplicate, lateReason)
+    )
+    def withWindow(rows: DataFrame) = rows.withColumn("window", window).drop(Start, End)
+    val withSideOutput =
+      if (lateRecords != LateRecords.SideOutput) None
+      else {
+        val routed = col(HelperColumns.Dropped) === lit(DropReasons.LateSideOutput)
+        val rows = all.where(col(HelperColumns.Dropped).isNull || routed)
+        Some(
+          withWindow(rows)
+            .withColumn(LateRecords.ReasonColumn, when(routed, lit(WindowClosedReason)))
+            .drop(HelperColumns.Dropped))
+      }
+    (withWindow(Stateful.forwardedOnly(all)), withSideOutput)
   }
 }
 
 /** Shared parts of the windowed processors: stream time, the sweep timer, output rows. */
-private[kstreams] abstract class WindowProcessor(layout: ArrivalOrder.Layout, retainMicros: Long, useTimers: Boolean)
+private[kstreams] abstract class WindowProcessor(
+    layout: ArrivalOrder.Layout,
+    retainMicros: Long,
+    useTimers: Boolean,
+    protected val lateReason: String)
     extends StatefulProcessor[Int, Row, Row] {
 
   private val keyIndex = layout.extraIndex(WindowedDistinct.Key)
@@ -128,8 +169,9 @@ private[kstreams] final class TumblingDistinctProcessor(
     layout: ArrivalOrder.Layout,
     keySchema: StructType,
     windows: TimeWindows,
-    useTimers: Boolean)
-    extends WindowProcessor(layout, windows.sizeMicros + windows.graceMicros, useTimers) {
+    useTimers: Boolean,
+    lateReason: String)
+    extends WindowProcessor(layout, windows.sizeMicros + windows.graceMicros, useTimers, lateReason) {
 
   private val windowKeySchema = keySchema.add("windowStart", LongType, nullable = false)
   @transient private var openWindows: MapState[Row, Long] = _
@@ -141,7 +183,7 @@ private[kstreams] final class TumblingDistinctProcessor(
   override protected def process(row: Row, key: Row, ts: Long, streamTime: Long): Row = {
     val start = Math.floorDiv(ts, windows.sizeMicros) * windows.sizeMicros
     val end = start + windows.sizeMicros
-    if (end <= streamTime - windows.graceMicros) output.drop(row, DropReasons.Late)
+    if (end <= streamTime - windows.graceMicros) output.drop(row, lateReason)
     else {
       val windowKey = Row(key.get(0), start)
       if (openWindows.containsKey(windowKey)) output.drop(row, DropReasons.Duplicate)
@@ -168,8 +210,9 @@ private[kstreams] final class SessionDistinctProcessor(
     layout: ArrivalOrder.Layout,
     keySchema: StructType,
     windows: SessionWindows,
-    useTimers: Boolean)
-    extends WindowProcessor(layout, windows.gapMicros + windows.graceMicros, useTimers) {
+    useTimers: Boolean,
+    lateReason: String)
+    extends WindowProcessor(layout, windows.gapMicros + windows.graceMicros, useTimers, lateReason) {
 
   @transient private var sessions: MapState[Row, KeySessions] = _
 
@@ -189,7 +232,7 @@ private[kstreams] final class SessionDistinctProcessor(
     }
     val mergedStart = (ts +: joined.map(_._1)).min
     val mergedEnd = (ts +: joined.map(_._2)).max
-    if (mergedEnd < streamTime - windows.graceMicros) output.drop(row, DropReasons.Late)
+    if (mergedEnd < streamTime - windows.graceMicros) output.drop(row, lateReason)
     else {
       val updated = (apart :+ (mergedStart -> mergedEnd)).sortBy(_._1)
       sessions.updateValue(key, KeySessions(updated.map(_._1), updated.map(_._2)))
