@@ -28,6 +28,9 @@ lazy val root = (project in file("jvm"))
   .settings(
     name := "kstreams-spark",
     libraryDependencies += "org.scalatest" %% "scalatest" % "3.2.19" % Test,
+    // the exactly-once Kafka sink's client: the one bundled with Spark's Kafka connector
+    // (jvm/kafka/connector-pom.xml), so provided, never packaged
+    libraryDependencies += "org.apache.kafka" % "kafka-clients" % "3.9.2" % Provided,
     // The conformance suite runs Kafka Streams itself (TopologyTestDriver, in-memory stores).
     // Its native and logging dependencies are left out: Spark's own (rocksdbjni 9.8.4, slf4j 2,
     // jackson, compression codecs) are on the classpath, and a second RocksDB would clash.

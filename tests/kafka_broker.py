@@ -253,18 +253,60 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 60.0) -> list[KafkaR
             if msg.error():
                 raise RuntimeError(f"reading {topic}: {msg.error()}")
             if msg.offset() < ends[msg.partition()]:
-                out.append(
-                    KafkaRecord(
-                        msg.key(),
-                        msg.value(),
-                        msg.timestamp()[1],
-                        msg.partition(),
-                        msg.offset(),
-                        tuple(msg.headers() or ()),
-                    )
-                )
+                out.append(_record(msg))
             if msg.offset() >= ends[msg.partition()] - 1:
                 done.add(msg.partition())
+        return sorted(out, key=lambda r: (r.partition, r.offset))
+    finally:
+        consumer.close()
+
+
+def _record(msg) -> KafkaRecord:
+    return KafkaRecord(
+        msg.key(), msg.value(), msg.timestamp()[1], msg.partition(), msg.offset(), tuple(msg.headers() or ())
+    )
+
+
+def read_committed(bootstrap: str, topic: str, timeout: float = 60.0) -> list[KafkaRecord]:
+    """What a ``read_committed`` consumer reads of ``topic`` up to its current end (a written
+    topic's last offsets may be transaction markers, which no consumer receives), in (partition,
+    offset) order, with the records of aborted transactions left out."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"read-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        tps = [TopicPartition(topic, p, 0) for p in partitions]
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions
+        }
+        consumer.assign(tps)
+        out: list[KafkaRecord] = []
+        deadline = time.time() + timeout
+        while True:
+            positions = {tp.partition: tp.offset for tp in consumer.position(tps)}
+            if all(ends[p] == 0 or positions[p] >= ends[p] for p in partitions):
+                break
+            if time.time() > deadline:
+                raise RuntimeError(
+                    f"reading {topic} timed out at {len(out)} records, ends {ends}, at {positions}"
+                )
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == -191:  # _PARTITION_EOF
+                    continue
+                raise RuntimeError(f"reading {topic}: {msg.error()}")
+            out.append(_record(msg))
         return sorted(out, key=lambda r: (r.partition, r.offset))
     finally:
         consumer.close()

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from kafka_broker import produce, read_topic
+from kafka_broker import produce, read_committed, read_topic
 from kafka_streams import BASE_MS, PARTITIONS, as_inputs, at_least_once_records
 from reference import dedup_reference
 
@@ -65,7 +65,8 @@ def test_dedup_a_topic_into_another(kafka, tmp_path):
 
 def test_late_records_go_to_their_own_topic(kafka, tmp_path):
     """--late-records side_output: one query writes the forwarded records to --output-topic and
-    the late ones to --late-topic, each with a kstreams_reason header."""
+    the late ones to --late-topic, each with a kstreams_reason header; with --exactly-once, in
+    Kafka transactions (read back as a read_committed consumer)."""
     from reference import dedup_reference_with_late
 
     topic = kafka.create_topic("cli-late-in", PARTITIONS)
@@ -97,7 +98,7 @@ def test_late_records_go_to_their_own_topic(kafka, tmp_path):
         ]
         + ["--checkpoint", str(tmp_path / "ck"), "--by", "key-value"]
         + ["--id", "get_json_object(cast(value as string), '$.id')", "--interval", "10s"]
-        + ["--late-records", "side_output", "--late-topic", late_topic]
+        + ["--late-records", "side_output", "--late-topic", late_topic, "--exactly-once"]
         + [
             "--available-now",
             "--max-offsets-per-trigger",
@@ -112,12 +113,12 @@ def test_late_records_go_to_their_own_topic(kafka, tmp_path):
         timeout=600,
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    assert f"late records to {late_topic}" in out.stdout
+    assert f"late records to {late_topic}, exactly once" in out.stdout
     assert f"  {'late side output':<23} {12:>12,}" in out.stdout
     as_pairs = lambda rs: sorted((r.key, r.value) for r in rs)  # noqa: E731
     on_time = [r for r in forwarded if r not in late_ones]
-    assert as_pairs(as_inputs(read_topic(kafka.bootstrap, out_topic))) == as_pairs(on_time)
-    written_late = read_topic(kafka.bootstrap, late_topic)
+    assert as_pairs(as_inputs(read_committed(kafka.bootstrap, out_topic))) == as_pairs(on_time)
+    written_late = read_committed(kafka.bootstrap, late_topic)
     assert as_pairs(as_inputs(written_late)) == as_pairs(late_ones)
     assert all(("kstreams_reason", b"late") in r.headers for r in written_late)
 

@@ -45,10 +45,11 @@ def test_readme_python_kafka_and_processor_examples_run(spark, kafka, tmp_path):
     """README's "Python", "Windowed distinct…", "Metrics", "Kafka" and "Processor API" blocks, as
     written, in order, in one namespace, against the test broker (``broker:9092`` is that broker;
     ``events`` and ``events-deduped`` topics of this test); then what they computed is checked."""
-    from kafka_broker import produce, read_topic
+    from kafka_broker import produce, read_committed, read_topic
 
     source = kafka.create_topic("readme-events", partitions=2)
     sink = kafka.create_topic("readme-events-deduped", partitions=1)
+    eos_sink = kafka.create_topic("readme-events-deduped-eos", partitions=1)
     value = lambda id_, seq: f'{{"id": "{id_}", "event_id": "e{id_}", "seq": {seq}}}'  # noqa: E731
     # partition 0: a, its replay (a duplicate by key), b; partition 1: a with the same id
     produce(
@@ -63,6 +64,7 @@ def test_readme_python_kafka_and_processor_examples_run(spark, kafka, tmp_path):
         "Metrics",
         "Late records",
         "Kafka",
+        "Exactly once to Kafka",
         "Processor API",
     )
     assert [title for title, _ in blocks] == [
@@ -71,6 +73,7 @@ def test_readme_python_kafka_and_processor_examples_run(spark, kafka, tmp_path):
         "Metrics",
         "Late records",
         "Kafka",
+        "Exactly once to Kafka",
         "Processor API",
         "Processor API",
     ]
@@ -79,7 +82,15 @@ def test_readme_python_kafka_and_processor_examples_run(spark, kafka, tmp_path):
         for title, code in blocks:
             code = code.replace("broker:9092", kafka.bootstrap).replace('"events', '"readme-events')
             # the Kafka example's checkpoint (a relative path is the JVM's, not this test's, cwd)
-            for relative in ("ckpt/", "scaled/", "checkpoints/", "deduped/", "late/", "late-ckpt/"):
+            for relative in (
+                "ckpt/",
+                "scaled/",
+                "checkpoints/",
+                "deduped/",
+                "late/",
+                "late-ckpt/",
+                "ckpt-eos/",
+            ):
                 code = code.replace(f'"{relative}"', repr(str(tmp_path / relative)))
             exec(compile(code, f"README.md, {title}", "exec"), namespace)
             if title == "Metrics":
@@ -104,6 +115,14 @@ def test_readme_python_kafka_and_processor_examples_run(spark, kafka, tmp_path):
             (b"a", value(1, 1).encode()),
             (b"b", value(2, 2).encode()),
         ]
+        # the exactly-once example's topic, read committed: the same three records, once
+        eos = []
+        for _ in range(120):
+            eos = read_committed(kafka.bootstrap, eos_sink)
+            if len(eos) >= 3:
+                break
+            time.sleep(0.5)
+        assert sorted((r.key, r.value) for r in eos) == sorted((r.key, r.value) for r in out)
         # the topology's counts per key and partition (p0: a, a, b; p1: a), times 100
         scaled = []
         for _ in range(240):

@@ -124,6 +124,12 @@ def _parser() -> argparse.ArgumentParser:
         "--late-topic", help="topic of the late records with --late-records side_output (must exist)"
     )
     dedup.add_argument(
+        "--exactly-once",
+        action="store_true",
+        help="write each micro-batch in Kafka transactions, once across restarts and crashes, for "
+        "read_committed consumers (default: Spark's at-least-once Kafka sink)",
+    )
+    dedup.add_argument(
         "--on-null-timestamp",
         choices=["fail", "skip"],
         default="fail",
@@ -616,6 +622,7 @@ def run_dedup(args: argparse.Namespace) -> int:
 
     from kstreams_spark import KStream, KStreamsError, configure_spark, operator_metrics
     from kstreams_spark._jvm import door_before_session
+    from kstreams_spark.kstream import EXACTLY_ONCE_KAFKA, MARKER_TOPIC_OPTION
 
     builder = (
         configure_spark(SparkSession.builder.master(args.master))
@@ -670,7 +677,10 @@ def run_dedup(args: argparse.Namespace) -> int:
         except (KStreamsError, PySparkException) as e:
             return _fail(args, _first_line(e), 2)
         writer = (
-            out.writeStream.format("kafka")
+            # each row's topic column says where it goes; the exactly-once sink keeps its batch
+            # markers in the output topic
+            out.writeStream.format(EXACTLY_ONCE_KAFKA if args.exactly_once else "kafka")
+            .option(MARKER_TOPIC_OPTION, args.output_topic)
             .option("kafka.bootstrap.servers", args.bootstrap_servers)
             .option("checkpointLocation", os.path.abspath(args.checkpoint))
             .options(**kafka_options)
@@ -683,7 +693,8 @@ def run_dedup(args: argparse.Namespace) -> int:
         print(
             f"deduplicating {args.topic} -> {args.output_topic} by {args.by}"
             f"{'' if args.by == 'sequence' else f' within {args.interval}'}"
-            f"{f', late records to {args.late_topic}' if args.late_topic else ''}; "
+            f"{f', late records to {args.late_topic}' if args.late_topic else ''}"
+            f"{', exactly once' if args.exactly_once else ''}; "
             f"checkpoint {os.path.abspath(args.checkpoint)}",
             flush=True,
         )

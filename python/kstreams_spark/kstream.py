@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     from kstreams_spark.processor import Processor, StoreSpec
 
 Interval = timedelta | str
+# The exactly-once Kafka sink's format (Scala's kstreams.internal.sink.ExactlyOnceKafkaProvider)
+EXACTLY_ONCE_KAFKA = "kstreams-kafka-eos"
+# where that sink keeps its batch markers when rows name their topics (default: the topic option)
+MARKER_TOPIC_OPTION = "kstreams.markerTopic"
 # What an operator does with a late record (Scala's kstreams.LateRecords, README "Late records")
 LateRecords = Literal["forward", "drop", "side_output"]
 ColumnOrName = Column | str
@@ -335,17 +339,35 @@ class KStream:
             raise KStreamsError(f"merge takes a KStream, got {type(other).__name__}")
         return self._next(self._j.merge(other._j))
 
-    def to(self, topic: str, **options: str) -> DataStreamWriter | DataFrameWriter:
+    def to(
+        self, topic: str, exactly_once: bool = False, **options: str
+    ) -> DataStreamWriter | DataFrameWriter:
         """A writer of the records to the Kafka topic ``topic``: ``key`` and ``value`` as strings
         or bytes (other types as JSON) and a header ``kstreams.timestamp`` with the record's
         timestamp in epoch milliseconds (Spark's Kafka sink cannot set the record timestamp).
         ``options`` go to the writer (e.g. ``kafka.bootstrap.servers``); call ``start()``.
 
+        Spark's Kafka sink is at-least-once: a micro-batch cut short by a crash is written again.
+        With ``exactly_once=True`` (streaming only) each micro-batch is written in Kafka
+        transactions and a replayed one is not written twice, so a consumer with
+        ``isolation.level=read_committed`` reads every record once (README, "Exactly once to
+        Kafka").
+
         Example (needs a Kafka broker)::
 
             ks.to("out", **{"kafka.bootstrap.servers": "host:9092"}).option("checkpointLocation", d).start()
+            ks.to("out", exactly_once=True, **{"kafka.bootstrap.servers": "host:9092"}).option(...)
         """
+        if not isinstance(exactly_once, bool):
+            raise KStreamsError(f"exactly_once must be True or False, got {exactly_once!r}")
         records = python_dataframe(self._j.toKafkaRecords(topic), self._spark)
+        if exactly_once:
+            if not records.isStreaming:
+                raise KStreamsError(
+                    "exactly_once is for streaming queries; a batch DataFrame is written by one job: "
+                    "use to(topic)"
+                )
+            return records.writeStream.format(EXACTLY_ONCE_KAFKA).option("topic", topic).options(**options)
         writer = records.writeStream if records.isStreaming else records.write
         return writer.format("kafka").options(**options)
 

@@ -248,6 +248,24 @@ final class KStream private[kstreams] (val df: DataFrame, val columns: StreamCol
   def to(topic: String): DataStreamWriter[Row] =
     toKafkaRecords(topic).writeStream.format("kafka")
 
+  /** [[to]], and with `exactlyOnce` through Kafka transactions: each micro-batch's records are
+    * committed once, across restarts and crashes, for consumers with `isolation.level=read_committed`
+    * (README, "Exactly once to Kafka"; [[kstreams.internal.sink.ExactlyOnceKafkaProvider]]).
+    *
+    * {{{
+    * KStream(df).deduplicateByKey("10 minutes").to("deduped", exactlyOnce = true)
+    *   .option("kafka.bootstrap.servers", "broker:9092").option("checkpointLocation", "ckpt").start()
+    * }}}
+    */
+  def to(topic: String, exactlyOnce: Boolean): DataStreamWriter[Row] =
+    if (!exactlyOnce) to(topic)
+    else {
+      if (!df.isStreaming)
+        throw new KStreamsException(
+          "exactlyOnce is for streaming queries; a batch DataFrame is written by one job: use to(topic)")
+      toKafkaRecords(topic).writeStream.format(internal.sink.ExactlyOnceKafkaProvider.Format).option("topic", topic)
+    }
+
   /** The stream read as a table: latest value per key, a null value deletes (Kafka's
     * `toTable()`); idempotent updates are dropped (KIP-557).
     * {{{ KStream(df).toTable.join(other, (a, b) => concat(a, b)) }}} */

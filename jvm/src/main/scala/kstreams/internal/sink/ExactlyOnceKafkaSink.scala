@@ -1,0 +1,245 @@
+package kstreams
+package internal
+package sink
+
+import java.time.Duration
+import java.util
+import java.util.Properties
+
+import scala.jdk.CollectionConverters._
+
+import org.apache.kafka.clients.admin.{Admin, ListConsumerGroupOffsetsOptions}
+import org.apache.kafka.clients.consumer.{ConsumerGroupMetadata, OffsetAndMetadata}
+import org.apache.kafka.clients.producer.{Callback, KafkaProducer, ProducerConfig, ProducerRecord, RecordMetadata}
+import org.apache.kafka.common.TopicPartition
+import org.apache.kafka.common.header.internals.RecordHeader
+import org.apache.kafka.common.serialization.ByteArraySerializer
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.connector.catalog.{SupportsWrite, Table, TableCapability, TableProvider}
+import org.apache.spark.sql.connector.expressions.Transform
+import org.apache.spark.sql.connector.write._
+import org.apache.spark.sql.connector.write.streaming.{StreamingDataWriterFactory, StreamingWrite}
+import org.apache.spark.sql.sources.DataSourceRegister
+import org.apache.spark.sql.types._
+import org.apache.spark.sql.util.CaseInsensitiveStringMap
+
+/** The exactly-once Kafka sink of `KStream.to(topic, exactlyOnce = true)`, format
+  * `kstreams-kafka-eos` (README, "Exactly once to Kafka").
+  *
+  * Each task of a micro-batch writes its rows in one Kafka transaction of its own, under the
+  * transactional id `kstreams-<query id>-<partition>`: the streaming query's id, which Spark keeps
+  * in the checkpoint, so the same across restarts, and distinct per query and per output partition.
+  * With its records the transaction commits a marker: the offset `batch id + 1` of the consumer
+  * group named like the transactional id, on partition 0 of the `topic` option's topic (offsets are
+  * metadata: no consumer reads that group), or of the `kstreams.markerTopic` option's topic when
+  * the rows name their topics (a `topic` column, as in Spark's Kafka sink, which the `topic`
+  * option overrides). Kafka commits records and marker together or neither.
+  *
+  * Why a record is seen once by a `read_committed` consumer, whatever is killed when: a task
+  * first calls `initTransactions`, which fences every earlier producer of its id (a zombie of a
+  * lost executor, the attempt before a restart) and completes or aborts their open transaction;
+  * then it reads its marker. If the marker says the batch is committed, an earlier attempt's
+  * transaction holds exactly this task's rows, and the task writes nothing; otherwise it writes
+  * all of them. A replayed micro-batch has the same rows per partition: Spark replays the same
+  * offsets through the same plan, and a kstreams operator's output partitions are its state
+  * partitions, fixed by the checkpoint.
+  */
+final class ExactlyOnceKafkaProvider extends TableProvider with DataSourceRegister {
+  override def shortName(): String = ExactlyOnceKafkaProvider.Format
+  override def inferSchema(options: CaseInsensitiveStringMap): StructType = new StructType()
+  override def getTable(schema: StructType, partitioning: Array[Transform], properties: util.Map[String, String])
+      : Table = ExactlyOnceKafkaTable
+}
+
+object ExactlyOnceKafkaProvider {
+  val Format = "kstreams-kafka-eos"
+
+  /** The topic whose partition 0 holds the batch markers, when not the `topic` option's. */
+  val MarkerTopicOption = "kstreams.markerTopic"
+}
+
+private object ExactlyOnceKafkaTable extends Table with SupportsWrite {
+  override def name(): String = ExactlyOnceKafkaProvider.Format
+  override def schema(): StructType = new StructType()
+  override def capabilities(): util.Set[TableCapability] = Set(TableCapability.STREAMING_WRITE).asJava
+
+  override def newWriteBuilder(info: LogicalWriteInfo): WriteBuilder = new WriteBuilder {
+    override def build(): Write = new Write {
+      override def toStreaming: StreamingWrite =
+        new ExactlyOnceKafkaWrite(info.queryId, ExactlyOnceKafkaWrite.Layout(info.schema), info.options.asScala.toMap)
+    }
+  }
+}
+
+private[kstreams] final class ExactlyOnceKafkaWrite(
+    queryId: String,
+    layout: ExactlyOnceKafkaWrite.Layout,
+    options: Map[String, String])
+    extends StreamingWrite {
+
+  // as in Spark's Kafka sink, the topic option overrides the rows' topic column
+  private val topic = options.get("topic")
+  if (topic.isEmpty && layout.topic < 0)
+    throw new KStreamsException(s"the ${ExactlyOnceKafkaProvider.Format} sink needs the option topic or a topic column")
+  private val markerTopic = options
+    .get(ExactlyOnceKafkaProvider.MarkerTopicOption.toLowerCase) // Spark's options are case-insensitive
+    .orElse(topic)
+    .getOrElse(
+      throw new KStreamsException(
+        s"the ${ExactlyOnceKafkaProvider.Format} sink needs the option topic or " +
+          s"${ExactlyOnceKafkaProvider.MarkerTopicOption}: the topic whose partition 0 holds its batch markers"))
+  private val kafkaOptions = options.collect {
+    case (k, v) if k.toLowerCase.startsWith("kafka.") => k.substring("kafka.".length) -> v
+  }
+  if (!kafkaOptions.contains(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG))
+    throw new KStreamsException(s"the ${ExactlyOnceKafkaProvider.Format} sink needs the option kafka.bootstrap.servers")
+
+  override def createStreamingWriterFactory(info: PhysicalWriteInfo): StreamingDataWriterFactory =
+    new ExactlyOnceKafkaWriterFactory(queryId, topic, markerTopic, kafkaOptions, layout)
+
+  // each task committed or aborted its own transaction
+  override def commit(epochId: Long, messages: Array[WriterCommitMessage]): Unit = ()
+  override def abort(epochId: Long, messages: Array[WriterCommitMessage]): Unit = ()
+}
+
+private[kstreams] object ExactlyOnceKafkaWrite {
+
+  /** Where a row's parts are: `key` and `value` (string or binary), and optional `headers`
+    * (array of (key string, value binary)) and `topic` (string), as Spark's Kafka sink reads them. */
+  final case class Layout(key: Int, keyIsString: Boolean, value: Int, valueIsString: Boolean, headers: Int, topic: Int)
+
+  object Layout {
+    def apply(schema: StructType): Layout = {
+      def index(name: String): Int = schema.fieldNames.indexOf(name)
+      def bytesColumn(name: String): (Int, Boolean) = schema.find(_.name == name).map(_.dataType) match {
+        case Some(StringType) => (index(name), true)
+        case Some(BinaryType) => (index(name), false)
+        case None if name == "key" => (-1, false)
+        case other =>
+          throw new KStreamsException(
+            s"the ${ExactlyOnceKafkaProvider.Format} sink needs a $name column of type string or binary, got " +
+              other.map(_.simpleString).getOrElse("none"))
+      }
+      val (key, keyIsString) = bytesColumn("key")
+      val (value, valueIsString) = bytesColumn("value")
+      Layout(key, keyIsString, value, valueIsString, index("headers"), index("topic"))
+    }
+  }
+
+  /** What a task reports: how many records it committed, or that its batch was committed before. */
+  final case class Committed(partition: Int, epochId: Long, records: Long, alreadyCommitted: Boolean)
+      extends WriterCommitMessage
+}
+
+private final class ExactlyOnceKafkaWriterFactory(
+    queryId: String,
+    topic: Option[String],
+    markerTopic: String,
+    kafkaOptions: Map[String, String],
+    layout: ExactlyOnceKafkaWrite.Layout)
+    extends StreamingDataWriterFactory {
+
+  override def createWriter(partitionId: Int, taskId: Long, epochId: Long): DataWriter[InternalRow] =
+    new ExactlyOnceKafkaDataWriter(queryId, topic, markerTopic, kafkaOptions, layout, partitionId, epochId)
+}
+
+/** One task's transaction: see [[ExactlyOnceKafkaProvider]] for the protocol. */
+private final class ExactlyOnceKafkaDataWriter(
+    queryId: String,
+    topic: Option[String],
+    markerTopic: String,
+    kafkaOptions: Map[String, String],
+    layout: ExactlyOnceKafkaWrite.Layout,
+    partitionId: Int,
+    epochId: Long)
+    extends DataWriter[InternalRow] {
+
+  private val transactionalId = s"kstreams-$queryId-$partitionId"
+  private val marker = new TopicPartition(markerTopic, 0)
+  @volatile private var sendError: Exception = null
+  private var records = 0L
+
+  private val producer = {
+    val props = new Properties()
+    kafkaOptions.foreach { case (k, v) => props.put(k, v) }
+    props.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId)
+    props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true")
+    props.put(ProducerConfig.ACKS_CONFIG, "all")
+    props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, classOf[ByteArraySerializer].getName)
+    props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, classOf[ByteArraySerializer].getName)
+    new KafkaProducer[Array[Byte], Array[Byte]](props)
+  }
+  producer.initTransactions() // fences earlier producers of this id, settles their transaction
+
+  private val alreadyCommitted: Boolean = committedBatches() > epochId
+  if (!alreadyCommitted) producer.beginTransaction()
+
+  /** The marker: 1 + the last batch whose transaction committed for this partition (0: none). */
+  private def committedBatches(): Long = {
+    val props = new Properties()
+    kafkaOptions.foreach { case (k, v) => props.put(k, v) }
+    val admin = Admin.create(props)
+    try {
+      val offsets = admin
+        .listConsumerGroupOffsets(transactionalId, new ListConsumerGroupOffsetsOptions())
+        .partitionsToOffsetAndMetadata()
+        .get()
+      Option(offsets.get(marker)).map(_.offset).getOrElse(0L)
+    } finally admin.close(Duration.ofSeconds(10))
+  }
+
+  private val onSent = new Callback {
+    override def onCompletion(metadata: RecordMetadata, e: Exception): Unit =
+      if (e != null && sendError == null) sendError = e
+  }
+
+  override def write(row: InternalRow): Unit = if (!alreadyCommitted) {
+    checkSent()
+    def bytes(i: Int, isString: Boolean): Array[Byte] =
+      if (i < 0 || row.isNullAt(i)) null else if (isString) row.getUTF8String(i).getBytes else row.getBinary(i)
+    val record = new ProducerRecord[Array[Byte], Array[Byte]](
+      topic.getOrElse(topicOf(row)),
+      null,
+      bytes(layout.key, layout.keyIsString),
+      bytes(layout.value, layout.valueIsString))
+    if (layout.headers >= 0 && !row.isNullAt(layout.headers)) {
+      val headers = row.getArray(layout.headers)
+      var i = 0
+      while (i < headers.numElements()) {
+        val h = headers.getStruct(i, 2)
+        record.headers().add(new RecordHeader(h.getUTF8String(0).toString, if (h.isNullAt(1)) null else h.getBinary(1)))
+        i += 1
+      }
+    }
+    producer.send(record, onSent)
+    records += 1
+  }
+
+  private def topicOf(row: InternalRow): String =
+    if (row.isNullAt(layout.topic))
+      throw new KStreamsException(s"the ${ExactlyOnceKafkaProvider.Format} sink got a row whose topic is null")
+    else row.getUTF8String(layout.topic).toString
+
+  private def checkSent(): Unit =
+    if (sendError != null)
+      throw new KStreamsException(s"writing to Kafka failed (transactional id $transactionalId): $sendError", sendError)
+
+  override def commit(): WriterCommitMessage = {
+    if (!alreadyCommitted) {
+      producer.flush()
+      checkSent()
+      producer.sendOffsetsToTransaction(
+        Map(marker -> new OffsetAndMetadata(epochId + 1, s"kstreams batch $epochId")).asJava,
+        new ConsumerGroupMetadata(transactionalId))
+      producer.commitTransaction()
+    }
+    ExactlyOnceKafkaWrite.Committed(partitionId, epochId, records, alreadyCommitted)
+  }
+
+  override def abort(): Unit =
+    if (!alreadyCommitted)
+      try producer.abortTransaction()
+      catch { case _: Exception => () } // fenced or closed: the transaction is aborted anyway
+
+  override def close(): Unit = producer.close(Duration.ofSeconds(30))
+}
