@@ -35,6 +35,7 @@ from kstreams_spark import (
     Stores,
     TimeWindows,
 )
+from kstreams_spark.kstream import EXACTLY_ONCE_KAFKA
 from pyspark import cloudpickle
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -268,9 +269,9 @@ KAFKA_SINK_OPERATORS = ["deduplicate_by_key", "count_tumbling", "to_table", "pyt
 
 def start_queries(spark: SparkSession, setup: dict, marker: str | None) -> dict:
     """The harness's queries, by name: ``file`` (the JSON files of ``setup["files"]`` into
-    Parquet), ``kafka`` (``setup["topic"]`` into Parquet) and ``kafka_sink`` (the topic, through
+    Parquet), ``kafka`` (``setup["topic"]`` into Parquet), ``kafka_sink`` (the topic, through
     KAFKA_SINK_OPERATORS, into the topic ``setup["kafka_out"]``, at-least-once; into Parquet when
-    that is not set). Outputs and checkpoints go under ``setup["root"]``; all run ``availableNow``."""
+    that is not set) and ``kafka_eos`` (the same, exactly once into ``setup["kafka_eos_out"]``). Outputs and checkpoints go under ``setup["root"]``; all run ``availableNow``."""
     root = setup["root"]
 
     def kafka() -> DataFrame:
@@ -281,6 +282,7 @@ def start_queries(spark: SparkSession, setup: dict, marker: str | None) -> dict:
         ("file", file_source(spark, setup["files"]), None),
         ("kafka", kafka(), None),
         ("kafka_sink", kafka(), KAFKA_SINK_OPERATORS),
+        ("kafka_eos", kafka(), KAFKA_SINK_OPERATORS),
     ]:
         out = all_operators(source, operators)
         if marker:
@@ -289,6 +291,9 @@ def start_queries(spark: SparkSession, setup: dict, marker: str | None) -> dict:
         if name == "kafka_sink" and setup.get("kafka_out"):
             writer = writer.format("kafka").option("kafka.bootstrap.servers", setup["bootstrap"])
             writer = writer.option("topic", setup["kafka_out"])
+        elif name == "kafka_eos" and setup.get("kafka_eos_out"):
+            writer = writer.format(EXACTLY_ONCE_KAFKA).option("kafka.bootstrap.servers", setup["bootstrap"])
+            writer = writer.option("topic", setup["kafka_eos_out"])
         else:
             writer = writer.format("parquet").option("path", os.path.join(root, "out", name))
         queries[name] = writer.trigger(availableNow=True).queryName(f"crash_{name}").start()

@@ -11,6 +11,8 @@ keys, 3 partitions), read from JSON files and from a topic of a real Kafka broke
 * The Kafka sink (at-least-once) must hold every row of the uninterrupted run, and the rows it holds
   more than once must all be rows of micro-batches that a kill cut short (planned, not committed);
   the test counts them.
+* The exactly-once Kafka sink (the same operators as the Kafka sink, `to(topic, exactly_once=True)`)
+  must hold, for a read_committed consumer, exactly the rows of the uninterrupted run.
 * Kills: one at a random moment; the others land while a task that runs the stateful operators is
   running, proven by the marker that task writes (tests/crash.py), "before" it pulls rows through
   the operators or "after" they committed their state and half of its output went to the sink.
@@ -33,7 +35,7 @@ from collections import Counter
 
 import pytest
 from crash import OPERATORS, as_stored, records, start_queries, write_files
-from kafka_broker import EndOffsets, produce, read_topic
+from kafka_broker import EndOffsets, produce, read_committed, read_topic
 from kstreams_spark import KStream
 from pyspark.errors import StreamingQueryException
 from streams import Rec, StreamRun, forwarded, with_offsets
@@ -42,7 +44,7 @@ JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "crash_job.py")
 KILLS = int(os.environ.get("CRASH_KILLS", "3"))
 EVENTS = int(os.environ.get("CRASH_EVENTS", "24"))  # per partition, before duplicates
 BATCHES = int(os.environ.get("CRASH_BATCHES", "3"))
-QUERIES = ("file", "kafka", "kafka_sink")
+QUERIES = ("file", "kafka", "kafka_sink", "kafka_eos")
 
 
 def batches(checkpoint: str, kind: str) -> list[int]:
@@ -98,6 +100,7 @@ def test_every_operator_survives_kill_9(spark, kafka, tmp_path):
     rng = random.Random(16)
     stored = as_stored(records(EVENTS, seed=16))
     topic, out_topic = kafka.create_topic("crash-in", 3), kafka.create_topic("crash-out", 3)
+    eos_topic = kafka.create_topic("crash-out-eos", 3)
     produce(kafka.bootstrap, topic, [(p, key, value, t) for p, _, key, value, t in stored])
     assert [(r.partition, r.offset) for r in read_topic(kafka.bootstrap, topic)] == sorted(
         (p, offset) for p, offset, *_ in stored
@@ -129,7 +132,10 @@ def test_every_operator_survives_kill_9(spark, kafka, tmp_path):
     root, marker = str(tmp_path / "crashed"), str(tmp_path / "marker")
     os.makedirs(marker)
     setup_path = str(tmp_path / "setup.json")
-    json.dump({**setup, "root": root, "kafka_out": out_topic, "marker": marker}, open(setup_path, "w"))
+    json.dump(
+        {**setup, "root": root, "kafka_out": out_topic, "kafka_eos_out": eos_topic, "marker": marker},
+        open(setup_path, "w"),
+    )
     checkpoints = {name: os.path.join(root, "checkpoint", name) for name in QUERIES}
     topic_size = EndOffsets(kafka.bootstrap, out_topic)
 
@@ -143,7 +149,14 @@ def test_every_operator_survives_kill_9(spark, kafka, tmp_path):
     # One kill at a random moment, then kills in the middle of a task; those wait until every query
     # has committed a micro-batch, so that restarts also recover committed state. A kill "after" in the Kafka
     # sink's query waits a little longer for other tasks of the micro-batch to write records.
-    points = [("before", "*"), ("after", "kafka_sink"), ("after", "file"), ("after", "kafka")]
+    # (make test's 3 kills take the first two points: one inside the exactly-once sink's query.)
+    points = [
+        ("before", "*"),
+        ("after", "kafka_eos"),
+        ("after", "kafka_sink"),
+        ("after", "file"),
+        ("after", "kafka"),
+    ]
     plan = [("random", "")] + [points[i % len(points)] for i in range(KILLS - 1)] + [("final", "")]
     runs = []
     for i, (point, target) in enumerate(plan):
@@ -216,11 +229,19 @@ def test_every_operator_survives_kill_9(spark, kafka, tmp_path):
     cut_short = {b for k in kills for b in range(k["kafka_sink"][1] + 1, k["kafka_sink"][0] + 1)}
     outside = [row for row in repeats if not batch_of[row] & cut_short]
     assert not outside, f"repeated rows of micro-batches that were not cut short: {outside[:5]}"
+    # The exactly-once Kafka sink: a read_committed consumer reads the uninterrupted run's rows,
+    # each as often as that run wrote it
+    eos = Counter((r.key.decode(), r.value.decode()) for r in read_committed(kafka.bootstrap, eos_topic))
+    assert eos == clean["kafka_eos"], (
+        f"exactly-once sink: doubled {list((eos - clean['kafka_eos']).items())[:5]}, "
+        f"lost {list((clean['kafka_eos'] - eos).items())[:5]}"
+    )
     print(
         f"\ncrash test: {len(stored)} input records, {len(OPERATORS)} operators, output rows "
         f"{ {name: sum(c.values()) for name, c in clean.items()} }; clean runs {clean_seconds:.0f} s, "
         f"all {time.time() - began:.0f} s; runs: {runs}; Parquet sinks lost 0 and doubled 0; Kafka sink "
-        f"lost 0, repeated {sum(repeats.values())} rows, all of cut-short micro-batches {sorted(cut_short)}"
+        f"lost 0, repeated {sum(repeats.values())} rows, all of cut-short micro-batches {sorted(cut_short)}; "
+        f"exactly-once Kafka sink lost 0 and doubled 0 ({sum(eos.values())} rows)"
     )
 
 

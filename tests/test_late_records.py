@@ -1,5 +1,5 @@
-"""``late_records=`` of the dedup operators (README, "Late records"): "forward" is spec section 2
-(tested with the spec's examples elsewhere); "drop" drops and counts the late records; with
+"""``late_records=`` of the dedup operators and windowed distinct (README, "Late records"):
+"forward" is spec section 2 (test_dedup_spec.py); "drop" drops and counts the late records; with
 "side_output" they go to a second output with ``kstreams_reason``. Every policy as a batch
 DataFrame, in one micro-batch, and one micro-batch per record with a restart from the checkpoint,
 against the reference model and by hand."""
@@ -81,7 +81,7 @@ def test_the_reference_model_agrees_with_the_hand_written_expectations():
 
 @pytest.mark.parametrize("mode", ["batch", "one_micro_batch", "split_restart"])
 @pytest.mark.parametrize("op", ["by_key", "by_key_value", "deduplicate"])
-@pytest.mark.parametrize("late", ["forward", "drop", "side_output"])
+@pytest.mark.parametrize("late", ["drop", "side_output"])  # "forward": test_dedup_spec.py
 def test_late_records_policy(spark, tmp_path, late, op, mode):
     forwarded, late_records = dedup_reference_with_late(RECORDS, 10.0)
     on_time = sorted(r.value for r in forwarded if r not in late_records)
@@ -91,8 +91,7 @@ def test_late_records_policy(spark, tmp_path, late, op, mode):
         assert out == sorted([(v, None) for v in on_time] + [(v, "late") for v in LATE_VALUES])
     else:
         out = run(spark, tmp_path, lambda df: dedup(df).df, mode)
-        expected = sorted(r.value for r in forwarded) if late == "forward" else on_time
-        assert out == [(v, None) for v in expected]
+        assert out == [(v, None) for v in on_time]
 
 
 def test_side_output_and_df_alone_and_the_counters(spark, tmp_path):
