@@ -47,8 +47,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap
 final class ExactlyOnceKafkaProvider extends TableProvider with DataSourceRegister {
   override def shortName(): String = ExactlyOnceKafkaProvider.Format
   override def inferSchema(options: CaseInsensitiveStringMap): StructType = new StructType()
-  override def getTable(schema: StructType, partitioning: Array[Transform], properties: util.Map[String, String])
-      : Table = ExactlyOnceKafkaTable
+  override def getTable(
+      schema: StructType,
+      partitioning: Array[Transform],
+      properties: util.Map[String, String]): Table = ExactlyOnceKafkaTable
 }
 
 object ExactlyOnceKafkaProvider {
@@ -84,10 +86,8 @@ private[kstreams] final class ExactlyOnceKafkaWrite(
   private val markerTopic = options
     .get(ExactlyOnceKafkaProvider.MarkerTopicOption.toLowerCase) // Spark's options are case-insensitive
     .orElse(topic)
-    .getOrElse(
-      throw new KStreamsException(
-        s"the ${ExactlyOnceKafkaProvider.Format} sink needs the option topic or " +
-          s"${ExactlyOnceKafkaProvider.MarkerTopicOption}: the topic whose partition 0 holds its batch markers"))
+    .getOrElse(throw new KStreamsException(s"the ${ExactlyOnceKafkaProvider.Format} sink needs the option topic or " +
+      s"${ExactlyOnceKafkaProvider.MarkerTopicOption}: the topic whose partition 0 holds its batch markers"))
   private val kafkaOptions = options.collect {
     case (k, v) if k.toLowerCase.startsWith("kafka.") => k.substring("kafka.".length) -> v
   }
