@@ -168,7 +168,9 @@ def test_windowed_distinct_counts_and_refuses_forward(spark, tmp_path):
     for i in range(0, len(records), 4):
         stream.add_batch(records[i : i + 4])
     stream.run()
-    rows = stream.output().orderBy("offset").collect()
+    output = stream.output()
+    assert output.columns == ["key", "value", "timestamp", "partition", "offset", "window", "kstreams_reason"]
+    rows = output.orderBy("offset").collect()
     assert [(r.value, r.window, r.kstreams_reason) for r in rows] == [
         ("v9", None, "window closed"),
         ("v10", None, "window closed"),

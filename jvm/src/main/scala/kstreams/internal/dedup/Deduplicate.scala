@@ -3,7 +3,6 @@ package internal
 package dedup
 
 import org.apache.spark.sql.{Column, DataFrame, KeyValueGroupedDataset}
-import org.apache.spark.sql.functions.{col, lit, when}
 import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types.StructType
 
@@ -109,14 +108,8 @@ private[kstreams] object Deduplicate {
     val forwarded = ArrivalOrder.unpack(Stateful.forwardedOnly(all), userSchema)
     val withSideOutput =
       if (lateRecords != LateRecords.SideOutput) None
-      else {
-        val routed = col(HelperColumns.Dropped) === lit(DropReasons.LateSideOutput)
-        Some(
-          ArrivalOrder.unpack(
-            all.where(col(HelperColumns.Dropped).isNull || routed),
-            userSchema,
-            when(routed, lit(LateReason)).as(LateRecords.ReasonColumn)))
-      }
+      else
+        Some(ArrivalOrder.unpack(Stateful.forwardedOrRouted(all), userSchema, Stateful.sideOutputReason(LateReason)))
     (forwarded, withSideOutput)
   }
 

@@ -76,6 +76,16 @@ private[kstreams] object Stateful {
     processed.observe(InputColumns.observationName(processed, metricName), counts.head, counts.tail: _*)
   }
 
+  /** The rows of [[runAll]] or [[runCountedAll]] that were forwarded or routed to the side output
+    * ([[DropReasons.LateSideOutput]]), with the drop columns; [[sideOutputReason]] tells them apart. */
+  def forwardedOrRouted(all: DataFrame): DataFrame =
+    all.where(col(Dropped).isNull || col(Dropped) === lit(DropReasons.LateSideOutput))
+
+  /** [[LateRecords.ReasonColumn]] of [[forwardedOrRouted]]'s rows: `reason` for a routed row, null
+    * for a forwarded one. */
+  def sideOutputReason(reason: String): org.apache.spark.sql.Column =
+    when(col(Dropped) === lit(DropReasons.LateSideOutput), lit(reason)).as(LateRecords.ReasonColumn)
+
   /** The forwarded rows of [[runAll]] or [[runCountedAll]], without the drop columns. */
   def forwardedOnly(all: DataFrame): DataFrame = all.where(col(Dropped).isNull).drop(Dropped, DroppedCount)
 

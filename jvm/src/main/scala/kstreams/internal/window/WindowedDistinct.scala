@@ -99,11 +99,10 @@ private[kstreams] object WindowedDistinct {
     val withSideOutput =
       if (lateRecords != LateRecords.SideOutput) None
       else {
-        val routed = col(HelperColumns.Dropped) === lit(DropReasons.LateSideOutput)
-        val rows = all.where(col(HelperColumns.Dropped).isNull || routed)
+        val rows = Stateful.forwardedOrRouted(all)
         Some(
           withWindow(rows)
-            .withColumn(LateRecords.ReasonColumn, when(routed, lit(WindowClosedReason)))
+            .select(col("*"), Stateful.sideOutputReason(WindowClosedReason))
             .drop(HelperColumns.Dropped))
       }
     (withWindow(Stateful.forwardedOnly(all)), withSideOutput)
