@@ -130,18 +130,21 @@ BENCH_JAR := jvm-bench/target/scala-2.13/kstreams-spark-bench_2.13-$(VERSION).ja
 $(BENCH_JAR): $(JAR) $(shell find jvm-bench/src -name '*.scala' 2>/dev/null)
 	$(SBT) bench/package
 
-# Every regime in turn (default, long, catchup, global: benchmarks/bench.py --regime all), each in a
+# Every regime in turn (default, long, catchup, global, kafka_sink: bench.py --regime all), each in a
 # JVM of its own. BENCH_ARGS="--rows 200000 --keys 150000 --live-keys 100000,300000" for a quick run.
-bench: install $(BENCH_JAR) $(VENV)/.bench-deps .venv-flink/.deps
+bench: install $(BENCH_JAR) $(VENV)/.bench-deps .venv-flink/.deps $(KAFKA_BROKER)
 	$(PY) benchmarks/bench.py --regime all $(BENCH_ARGS)
 
 # One regime at a time.
-.PHONY: bench-default bench-long bench-catchup bench-global bench-tune scale-test
+.PHONY: bench-default bench-long bench-catchup bench-global bench-kafka_sink bench-tune scale-test
 bench-default: install $(BENCH_JAR) $(VENV)/.bench-deps .venv-flink/.deps
 	$(PY) benchmarks/bench.py --regime default $(BENCH_ARGS)
 
 bench-long bench-catchup bench-global: bench-%: install $(BENCH_JAR) $(VENV)/.bench-deps
 	$(PY) benchmarks/bench.py --regime $* $(BENCH_ARGS)
+
+bench-kafka_sink: install $(BENCH_JAR) $(VENV)/.bench-deps $(KAFKA_BROKER)
+	$(PY) benchmarks/bench.py --regime kafka_sink $(BENCH_ARGS)
 
 # The RocksDB settings experiment behind bench.py's SPARK_ROCKSDB_CONF and KSTREAMS_CONF (long
 # regime at small sizes, every variant; narrow it with BENCH_ARGS="--tune-variants defaults,changelog").

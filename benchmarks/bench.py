@@ -22,6 +22,9 @@ reported, every round kept); each prints a table, writes results/<regime>.json a
   micro-batch (median, p95), live and peak JVM heap; plot results/long_interval.png.
 * catchup: a 1-hour interval, the first micro-batch 1,000,000 rows: its ms.
 * global: deduplicate by an `id` column with duplicates across partitions; rows/s.
+* kafka_sink: deduplicate_by_key's output written to the noop sink, to Kafka with Spark's sink
+  (at-least-once) and with `to(topic, exactly_once=True)`; rows/s, on the tests' Kafka broker
+  (started and stopped by the regime), every topic read back and its record count checked.
 * scale (by hand, not in `make bench`): kstreams alone with a 2 GB driver, ms per micro-batch at
   10M against 1M live keys; PASS if at most 1.3x, exit code 1 on FAIL.
 """
@@ -94,8 +97,12 @@ def parse_args(argv=None):
         choices=(*REGIMES, "all", "scale"),
         help="default: the benchmark above; long: 1-hour interval with many live keys; catchup: a "
         "first micro-batch of a million rows; global: deduplicate by an id column across "
-        "partitions; all: every one of these in turn (make bench); scale: the scale test "
+        "partitions; kafka_sink: the dedup's output to Kafka, at-least-once against exactly-once; "
+        "all: every one of these in turn (make bench); scale: the scale test "
         "(make scale-test)",
+    )
+    p.add_argument(
+        "--topic-partitions", type=int, default=4, help="kafka_sink: partitions of each output topic"
     )
     p.add_argument("--long-interval", default="1 hour", help="the long, catchup and scale regimes' interval")
     p.add_argument(
@@ -192,6 +199,22 @@ def generate(spark, folder, args, with_id=False):
     return order_files(folder)
 
 
+def default_input(spark, workdir, args, with_id=False):
+    """The default regime's rows (`generate`) in workdir/input and their first 20,000 in
+    workdir/warmup (the warm-up runs' input); returns both folders."""
+    source, small = os.path.join(workdir, "input"), os.path.join(workdir, "warmup")
+    what = "ids" if with_id else "keys"
+    where = ", duplicates on other partitions" if with_id else ""
+    print(
+        f"generating {args.rows:,} rows ({args.keys:,} {what}, 1 in {args.dup_every} a duplicate, "
+        f"{args.partitions} partitions{where}, {args.files} files) ...",
+        flush=True,
+    )
+    generate(spark, source, args, with_id)
+    spark.read.parquet(source).limit(20000).write.parquet(small)
+    return source, small
+
+
 def order_files(folder):
     """Give the folder's Parquet files increasing modification times in name order (the file
     source reads them in modification-time order, one per micro-batch); returns their count."""
@@ -236,8 +259,9 @@ def tws_floor(df):
 
 
 def run_query(spark, name, provider, op, source, workdir, conf=None):
-    """Run `op` over the Parquet files in `source` (one file per micro-batch, availableNow, noop
-    sink) with the state store `provider` and the candidate's own Spark settings `conf`, which
+    """Run `op` over the Parquet files in `source` (one file per micro-batch, availableNow; a
+    DataFrame `op` returns goes to the noop sink, a DataStreamWriter is started as it is) with the
+    state store `provider` and the candidate's own Spark settings `conf`, which
     are set before the query starts and reset (to the session's values) after it ends; returns
     the query's progress list and its wall time in seconds."""
     settings = {PROVIDER: provider, **(conf or {})}
@@ -252,13 +276,10 @@ def run_query(spark, name, provider, op, source, workdir, conf=None):
         )
         checkpoint = os.path.join(workdir, f"ckpt-{name}")
         shutil.rmtree(checkpoint, ignore_errors=True)
-        query = (
-            op(stream)
-            .writeStream.format("noop")
-            .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
-            .start()
-        )
+        out = op(stream)
+        # a DataFrame goes to the noop sink; the kafka_sink regime's candidates return their writer
+        writer = out.writeStream.format("noop") if hasattr(out, "writeStream") else out
+        query = writer.option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
         started = time.perf_counter()
         query.awaitTermination()
         elapsed = time.perf_counter() - started
@@ -410,7 +431,7 @@ def plot_scaling(series, path):
 
 # ---- regimes beyond the default one: long interval, catch-up, global dedup; the scale test ----
 
-REGIMES = ("default", "long", "catchup", "global")
+REGIMES = ("default", "long", "catchup", "global", "kafka_sink")
 ROCKSDB_CONF = "spark.sql.streaming.stateStore.rocksdb."
 
 # The variants `bench.py --tune` tries, each on top of Spark's defaults (compactOnCommit is false
@@ -992,15 +1013,7 @@ def regime_global(args):
     workdir = tempfile.mkdtemp(prefix="kstreams-global-")
     chosen = only(dedup_candidates(args.interval, column="id", tune=tuning(args)), args)
     try:
-        source = os.path.join(workdir, "input")
-        print(
-            f"generating {args.rows:,} rows ({args.keys:,} ids, 1 in {args.dup_every} a duplicate, "
-            f"{args.partitions} partitions, duplicates on other partitions, {args.files} files) ...",
-            flush=True,
-        )
-        generate(spark, source, args, with_id=True)
-        small = os.path.join(workdir, "warmup")
-        spark.read.parquet(source).limit(20000).write.parquet(small)
+        source, small = default_input(spark, workdir, args, with_id=True)
         for name, candidate in chosen.items():
             measure(spark, "warmup-" + name, candidate, small, workdir)
         results = run_rounds(
@@ -1051,6 +1064,154 @@ def regime_global(args):
         " (with trackTotalNumberOfRows=false a RocksDB candidate's peak state rows read 0)."
     )
     finish("global", "Global dedup by an id column", table, method, results, args)
+
+
+def start_broker(workdir):
+    """The tests' Kafka broker (tests/kafka_broker.py: pinned jars, 127.0.0.1, free ports)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+    from kafka_broker import KafkaBroker
+
+    return KafkaBroker(os.path.join(workdir, "broker")).start()
+
+
+def topic_records(bootstrap, topic, committed):
+    """How many records a consumer reads from `topic` up to its end: with `committed`, as
+    `isolation.level=read_committed` (aborted transactions left out), else every record."""
+    import uuid
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed" if committed else "read_uncommitted",
+        }
+    )
+    try:
+        partitions = list(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        tps = [TopicPartition(topic, p, 0) for p in partitions]
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions
+        }
+        consumer.assign(tps)
+        count, deadline = 0, time.time() + 300
+        while time.time() < deadline:
+            # an end offset may be a transaction marker, which no consumer receives: compare positions
+            if all(
+                tp.offset >= ends[tp.partition] or ends[tp.partition] == 0 for tp in consumer.position(tps)
+            ):
+                return count
+            count += sum(1 for m in consumer.consume(10_000, 0.5) if not m.error())
+        raise RuntimeError(f"reading {topic} timed out at {count} records")
+    finally:
+        consumer.close()
+
+
+def regime_kafka_sink(args):
+    """What writing deduplicate_by_key's output to Kafka costs: the noop sink, Spark's Kafka sink
+    (at-least-once) and kstreams' exactly-once Kafka sink, rows/s as the default regime."""
+    from kstreams_spark import KStream
+
+    spark = new_session(args)
+    workdir = tempfile.mkdtemp(prefix="kstreams-kafka-sink-")
+    broker = None
+    written = {}  # candidate -> the topic of its latest run, checked after the run
+    topic_numbers = iter(range(1_000_000))  # a new topic per run
+
+    def to_kafka(name, exactly_once):
+        def op(df):
+            topic = broker.create_topic(f"{name}-{next(topic_numbers)}", partitions=args.topic_partitions)
+            written[name] = topic
+            options = {"kafka.bootstrap.servers": broker.bootstrap}
+            return (
+                KStream(df).deduplicate_by_key(args.interval).to(topic, exactly_once=exactly_once, **options)
+            )
+
+        return op
+
+    chosen = only(
+        {
+            "kstreams_noop_sink": (ROCKSDB, lambda df: KStream(df).deduplicate_by_key(args.interval).df, {}),
+            "kstreams_kafka_sink": (ROCKSDB, to_kafka("kstreams_kafka_sink", False), {}),
+            "kstreams_exactly_once_kafka_sink": (
+                ROCKSDB,
+                to_kafka("kstreams_exactly_once_kafka_sink", True),
+                {},
+            ),
+        },
+        args,
+    )
+    try:
+        broker = start_broker(workdir)
+        source, small = default_input(spark, workdir, args)
+        # what every candidate must forward: the same operator as a batch query over the same rows
+        expected = KStream(spark.read.parquet(source)).deduplicate_by_key(args.interval).df.count()
+        for name, candidate in chosen.items():
+            measure(spark, "warmup-" + name, candidate, small, workdir)
+
+        results = []
+        rounds = {name: [] for name in chosen}
+        for round_no in range(args.repeat):
+            for name, candidate in rotated(chosen, round_no):
+                print(f"running {name} (round {round_no + 1} of {args.repeat}) ...", flush=True)
+                r = measure(spark, name, candidate, source, workdir)
+                if name in written:
+                    exactly_once = "exactly_once" in name
+                    r["topic_records"] = topic_records(broker.bootstrap, written.pop(name), exactly_once)
+                    if r["topic_records"] != expected:
+                        raise SystemExit(
+                            f"{name} wrote {r['topic_records']:,} records, the operator forwards {expected:,}"
+                        )
+                print(f"  {r['rows_per_s']:,.0f} rows/s", flush=True)
+                rounds[name].append(r)
+        for name, runs in rounds.items():
+            middle = sorted(runs, key=lambda r: r["rows_per_s"])[len(runs) // 2]
+            results.append(dict(middle, name=name, rounds_rows_per_s=[r["rows_per_s"] for r in runs]))
+    finally:
+        stop_quietly(spark)
+        if broker is not None:
+            broker.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    by_name = {r["name"]: r for r in results}
+    at_least_once = by_name.get("kstreams_kafka_sink")
+    table = regime_table(
+        [
+            "candidate",
+            "rows/s (median)",
+            "÷ Spark's Kafka sink (at-least-once), rows/s",
+            "every round, rows/s",
+            "records in the topic",
+            "seconds",
+        ],
+        ["---", "---:", "---:", "---", "---:", "---:"],
+        results,
+        lambda r: [r["name"]],
+        lambda r: [
+            f"{r['rows_per_s']:,.0f}",
+            f"{r['rows_per_s'] / at_least_once['rows_per_s']:.2f}x" if at_least_once else "",
+            ", ".join(f"{x / 1000:,.0f}k" for x in r["rounds_rows_per_s"]),
+            f"{r['topic_records']:,}" if "topic_records" in r else f"({expected:,} forwarded)",
+            f"{r['seconds']:.1f}",
+        ],
+    )
+    method = (
+        f"The default regime's data ({args.rows:,} rows, {args.keys:,} keys, 1 in {args.dup_every} an adjacent "
+        f"duplicate, {args.files} files = micro-batches, interval {args.interval}) through "
+        "`deduplicate_by_key`, written three ways: the noop sink (the operator alone), "
+        "`to(topic)` (Spark's Kafka sink, at-least-once) and `to(topic, exactly_once=True)` (one Kafka "
+        'transaction per task and micro-batch, README "Exactly once to Kafka"). Both Kafka sinks run with '
+        "the Kafka client's producer defaults (idempotent, `acks=all`, `linger.ms=0` in kafka-clients 3.9.2), "
+        f"into a new {args.topic_partitions}-partition topic per run on a one-node broker on the same machine "
+        "(tests/kafka_broker.py; it shares the 2 cores with Spark). After every run the topic is read back: "
+        "all of it for the at-least-once sink, `isolation.level=read_committed` for the exactly-once one; "
+        f"each held exactly the {expected:,} records the operator forwards (a batch run of it). rows/s = input "
+        f"rows / wall time of the query, the median of {args.repeat} rounds (order rotating). RocksDB "
+        "state store with the session's settings, as the default regime."
+    )
+    finish("kafka_sink", "Writing to Kafka: at-least-once against exactly-once", table, method, results, args)
 
 
 def finish(regime, title, table, method, results, args, plotter=None):
@@ -1212,27 +1373,20 @@ def main(argv=None):
     if args.regime == "scale":
         return scale_test(args)
     if args.regime != "default":
-        return {"long": regime_long, "catchup": regime_catchup, "global": regime_global}[args.regime](args)
+        regimes = {"long": regime_long, "catchup": regime_catchup, "global": regime_global}
+        return {**regimes, "kafka_sink": regime_kafka_sink}[args.regime](args)
     spark = make_session(args.conf)
     from kstreams_spark._jvm import door
 
     interval_ms = door(spark).intervalMicros(args.interval) // 1000
     workdir = tempfile.mkdtemp(prefix="kstreams-bench-")
     try:
-        source = os.path.join(workdir, "input")
-        print(
-            f"generating {args.rows:,} rows ({args.keys:,} keys, 1 in {args.dup_every} a duplicate, "
-            f"{args.partitions} partitions, {args.files} files) ...",
-            flush=True,
-        )
-        generate(spark, source, args)
+        source, small = default_input(spark, workdir, args)
         results = {}
         chosen = candidates(args)
         if args.only:
             chosen = {k: v for k, v in chosen.items() if k in args.only.split(",")}
         # warm-up: JIT and RocksDB native loading, not measured
-        small = os.path.join(workdir, "warmup")
-        spark.read.parquet(source).limit(20000).write.parquet(small)
         for name, (provider, op) in chosen.items():
             run_one(spark, "warmup-" + name, provider, op, small, workdir)
         rounds = {name: [] for name in chosen}
