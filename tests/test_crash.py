@@ -13,8 +13,8 @@ keys, 3 partitions), read from JSON files and from a topic of a real Kafka broke
   the test counts them.
 * The exactly-once Kafka sink (the same operators as the Kafka sink, `to(topic, exactly_once=True)`)
   must hold, for a read_committed consumer, exactly the rows of the uninterrupted run.
-* Kills: one at a random moment; the others land while a task that runs the stateful operators is
-  running, proven by the marker that task writes (tests/crash.py), "before" it pulls rows through
+* Kills: one at a random moment once the job has started its queries; the others land while a
+  task that runs the stateful operators is running, proven by the marker that task writes (tests/crash.py), "before" it pulls rows through
   the operators or "after" they committed their state and half of its output went to the sink.
 
 ``make test`` runs 3 kills on a small stream; ``make test-crash`` runs a longer soak
@@ -149,13 +149,15 @@ def test_every_operator_survives_kill_9(spark, kafka, tmp_path):
     # One kill at a random moment, then kills in the middle of a task; those wait until every query
     # has committed a micro-batch, so that restarts also recover committed state. A kill "after" in the Kafka
     # sink's query waits a little longer for other tasks of the micro-batch to write records.
-    # (make test's 3 kills take the first two points: one inside the exactly-once sink's query.)
+    # (make test's 3 kills take the first two points: both inside the exactly-once sink's query,
+    # which every kill stops, so all 3 kill it while it runs.)
     points = [
-        ("before", "*"),
+        ("before", "kafka_eos"),
         ("after", "kafka_eos"),
         ("after", "kafka_sink"),
         ("after", "file"),
         ("after", "kafka"),
+        ("before", "*"),
     ]
     plan = [("random", "")] + [points[i % len(points)] for i in range(KILLS - 1)] + [("final", "")]
     runs = []
@@ -163,13 +165,16 @@ def test_every_operator_survives_kill_9(spark, kafka, tmp_path):
         for f in glob.glob(os.path.join(marker, "*")):
             os.remove(f)
         size_before, committed_before = topic_size.total(), position(checkpoints["kafka_sink"])[1]
-        log = open(tmp_path / f"job-{i}.log", "w")
+        log_path = tmp_path / f"job-{i}.log"
+        log = open(log_path, "w")
         proc = subprocess.Popen(
             [sys.executable, JOB, setup_path], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         start, inside = time.time(), None
         if point == "random":
-            wait_for(lambda: False, rng.uniform(5, 25), proc)
+            # at a random moment after the job started its queries (crash_job.py prints "started")
+            wait_for(lambda path=log_path: "started" in path.read_text(), 300, proc)
+            wait_for(lambda: False, rng.uniform(0, 10), proc)
         elif point == "final":
             proc.wait(timeout=900)
         elif wait_for(committed_all, 300, proc):
@@ -184,9 +189,7 @@ def test_every_operator_survives_kill_9(spark, kafka, tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
         log.close()
-        assert proc.returncode == (-signal.SIGKILL if killed else 0), open(tmp_path / f"job-{i}.log").read()[
-            -3000:
-        ]
+        assert proc.returncode == (-signal.SIGKILL if killed else 0), log_path.read_text()[-3000:]
         positions = {name: position(ck) for name, ck in checkpoints.items()}
         if inside:  # the marked task's micro-batch was cut short
             planned, committed = positions[inside["query"]]
@@ -200,6 +203,8 @@ def test_every_operator_survives_kill_9(spark, kafka, tmp_path):
             {
                 "point": f"{point} {target}".strip(),
                 "killed": killed,
+                # the queries were running when the kill came: all started, not all done
+                "queries_running": killed and "started" in log_path.read_text(),
                 "seconds": round(time.time() - start, 1),
                 "inside": inside,
                 "kafka_sink_aborted_rows": aborted,
@@ -210,6 +215,10 @@ def test_every_operator_survives_kill_9(spark, kafka, tmp_path):
 
     kills = [r for r in runs if r["killed"]]
     assert len(kills) >= min(3, KILLS), runs
+    # every kill hits the exactly-once sink's query while it runs (with all the others: one process)
+    eos_done = runs[-1]["kafka_eos"][1]
+    eos_kills = [k for k in kills if k["queries_running"] and k["kafka_eos"][1] < eos_done]
+    assert len(eos_kills) >= min(3, KILLS), f"kills while the exactly-once query ran: {eos_kills}; {runs}"
     assert any(k["inside"] for k in kills), f"no kill was proven to land inside a task: {runs}"
     assert runs[-1]["kafka_sink_aborted_rows"] == 0, runs[-1]
 
@@ -241,7 +250,8 @@ def test_every_operator_survives_kill_9(spark, kafka, tmp_path):
         f"{ {name: sum(c.values()) for name, c in clean.items()} }; clean runs {clean_seconds:.0f} s, "
         f"all {time.time() - began:.0f} s; runs: {runs}; Parquet sinks lost 0 and doubled 0; Kafka sink "
         f"lost 0, repeated {sum(repeats.values())} rows, all of cut-short micro-batches {sorted(cut_short)}; "
-        f"exactly-once Kafka sink lost 0 and doubled 0 ({sum(eos.values())} rows)"
+        f"exactly-once Kafka sink lost 0 and doubled 0 ({sum(eos.values())} rows, {len(eos_kills)} kills "
+        "while its query ran)"
     )
 
 
