@@ -14,7 +14,7 @@ import sys
 from collections import Counter
 
 import pytest
-from kafka_broker import produce, read_topic
+from kafka_broker import EndOffsets, produce, read_committed, read_topic
 from kafka_streams import kafka_source
 from kstreams_spark import (
     JoinWindows,
@@ -260,12 +260,16 @@ def test_python_processor(remote, tmp_path):
     assert forwarded(out) == [("a", "X1"), ("b", "Y1"), ("a", "Z2"), ("a", "W3")]
 
 
-def test_dedup_from_kafka_to_kafka(remote, kafka, tmp_path):
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at_least_once", "exactly_once"])
+def test_dedup_from_kafka_to_kafka(remote, kafka, tmp_path, exactly_once):
     """A Kafka topic in, deduplicate_by_key, ``KStream.to`` another topic: the server's Kafka
-    connector (``connect-server`` puts the bundled one on ``--jars``) on both ends."""
+    connector (``connect-server`` puts the bundled one on ``--jars``) on both ends; with
+    ``exactly_once=True`` the server's exactly-once sink (found by its format name in the
+    kstreams jar), read back by a read_committed consumer."""
+    suffix = "-eos" if exactly_once else ""
     source, sink = (
-        kafka.create_topic("connect-in", partitions=2),
-        kafka.create_topic("connect-out", partitions=1),
+        kafka.create_topic(f"connect-in{suffix}", partitions=2),
+        kafka.create_topic(f"connect-out{suffix}", partitions=1),
     )
     # partition 0: "a" at 1 s, its replay at 2 s (dropped), "b" at 3 s; partition 1: "a" at 4 s
     # (forwarded: the store is per partition), then its replay at 30 s (forwarded: 4 + 10 <= 30)
@@ -283,13 +287,18 @@ def test_dedup_from_kafka_to_kafka(remote, kafka, tmp_path):
     df = kafka_source(remote, kafka.bootstrap, source, max_offsets=2)
     deduped = KStream(df.withColumn("key", df.key.cast("string"))).deduplicate_by_key("10 seconds")
     query = (
-        deduped.to(sink, **{"kafka.bootstrap.servers": kafka.bootstrap})
+        deduped.to(sink, exactly_once=exactly_once, **{"kafka.bootstrap.servers": kafka.bootstrap})
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
         .trigger(availableNow=True)
         .start()
     )
     query.awaitTermination()
-    out = read_topic(kafka.bootstrap, sink)
+    out = (read_committed if exactly_once else read_topic)(kafka.bootstrap, sink)
+    if exactly_once:
+        # each micro-batch's transaction leaves a commit marker, which takes an offset of its own
+        ends = EndOffsets(kafka.bootstrap, sink)
+        assert ends.total() > len(out)
+        ends.close()
     assert sorted((r.key, r.value, dict(r.headers)["kstreams.timestamp"]) for r in out) == [
         (b"a", b"a1", b"1000"),
         (b"a", b"a2", b"30000"),
