@@ -1,4 +1,5 @@
-"""``late_records=`` of the dedup operators and windowed distinct (README, "Late records"):
+"""``late_records=`` of the dedup operators, windowed distinct and the windowed aggregations (README,
+"Late records"):
 "forward" is spec section 2 (test_dedup_spec.py); "drop" drops and counts the late records; with
 "side_output" they go to a second output with ``kstreams_reason``. Every policy as a batch
 DataFrame, in one micro-batch, and one micro-batch per record with a restart from the checkpoint,
@@ -49,24 +50,29 @@ def dedup_ops(late):
     }
 
 
-def run(spark, tmp_path, op, mode, records=RECORDS):
-    """``op``'s output rows over ``records`` as (value, kstreams_reason or None), sorted by value."""
+def output(spark, tmp_path, op, mode, records=RECORDS):
+    """``op``'s output over ``records``: a batch DataFrame, one micro-batch, or one micro-batch per
+    record with a restart from the checkpoint half-way ("split_restart")."""
     if mode == "batch":
         from streams import batch_df
 
-        out = op(batch_df(spark, records))
-    else:
-        stream = StreamRun(spark, str(tmp_path), op)
-        batches = [records] if mode == "one_micro_batch" else [[r] for r in records]
-        half = len(batches) // 2 if mode == "split_restart" else len(batches)
-        for b in batches[:half]:
+        return op(batch_df(spark, records))
+    stream = StreamRun(spark, str(tmp_path), op)
+    batches = [records] if mode == "one_micro_batch" else [[r] for r in records]
+    half = len(batches) // 2 if mode == "split_restart" else len(batches)
+    for b in batches[:half]:
+        stream.add_batch(b)
+    stream.run()
+    if half < len(batches):
+        for b in batches[half:]:
             stream.add_batch(b)
         stream.run()
-        if half < len(batches):
-            for b in batches[half:]:
-                stream.add_batch(b)
-            stream.run()
-        out = stream.output()
+    return stream.output()
+
+
+def run(spark, tmp_path, op, mode, records=RECORDS):
+    """``op``'s output rows over ``records`` as (value, kstreams_reason or None), sorted by value."""
+    out = output(spark, tmp_path, op, mode, records)
     reason = "kstreams_reason" in out.columns
     return sorted((r["value"], r["kstreams_reason"] if reason else None) for r in out.collect())
 
@@ -185,3 +191,222 @@ def test_windowed_distinct_counts_and_refuses_forward(spark, tmp_path):
     grouped = KStream(batch_df(spark, records)).group_by_key().windowed_by(windows)
     with pytest.raises(KStreamsError, match="windowed distinct cannot forward a record of a closed window"):
         grouped.distinct("forward")
+
+
+# ---- windowed aggregations: count, reduce, aggregate ----
+#
+# Spec section 3's example (one key, seconds 4,5,6, 23,22,24, 34,33,32, 7,22,35; values v0..v11).
+# An aggregation's window closes by the query's watermark (delay 0: the largest timestamp of the
+# micro-batches before), so a batch DataFrame and a single micro-batch close none; one micro-batch
+# per record closes [0,10) and [20,30) (tumbling) and the session [4,6] (gap 10 s) at watermark
+# 34, before 7 (v9) and the second 22 (v10) arrive: tumbling routes both, sessions only 7 (the
+# second 22 joins [22,34], still open).
+
+# Per update, in order: window start, end, the count, the reduce (tumbling: "+"-joined) or aggregate
+# (sessions: concatenated) of the values, timestamp; "*" marks the update of a record that is late
+# when each record is its own micro-batch.
+TUMBLING = [
+    (0, 10, 1, "v0", 4), (0, 10, 2, "v0+v1", 5), (0, 10, 3, "v0+v1+v2", 6),
+    (20, 30, 1, "v3", 23), (20, 30, 2, "v3+v4", 23), (20, 30, 3, "v3+v4+v5", 24),
+    (30, 40, 1, "v6", 34), (30, 40, 2, "v6+v7", 34), (30, 40, 3, "v6+v7+v8", 34),
+    (0, 10, 4, "v0+v1+v2+v9", 7, "*"), (20, 30, 4, "v3+v4+v5+v10", 24, "*"),
+    (30, 40, 4, "v6+v7+v8+v11", 35),
+]  # fmt: skip
+# Sessions, gap 10 s: a record that touches a session gives that session a tombstone (value None,
+# timestamped with its end) and then the merged session's update (Kafka Streams 4.3).
+SESSIONS = [
+    (4, 4, 1, "v0", 4),
+    (4, 4, None, None, 4), (4, 5, 2, "v0v1", 5),
+    (4, 5, None, None, 5), (4, 6, 3, "v0v1v2", 6),
+    (23, 23, 1, "v3", 23),
+    (23, 23, None, None, 23), (22, 23, 2, "v3v4", 23),
+    (22, 23, None, None, 23), (22, 24, 3, "v3v4v5", 24),
+    (22, 24, None, None, 24), (22, 34, 4, "v3v4v5v6", 34),
+    (22, 34, None, None, 34), (22, 34, 5, "v3v4v5v6v7", 34),
+    (22, 34, None, None, 34), (22, 34, 6, "v3v4v5v6v7v8", 34),
+    (4, 6, None, None, 6, "*"), (4, 7, 4, "v0v1v2v9", 7, "*"),
+    (22, 34, None, None, 34), (22, 34, 7, "v3v4v5v6v7v8v10", 34),
+    (22, 34, None, None, 34), (22, 35, 8, "v3v4v5v6v7v8v10v11", 35),
+]  # fmt: skip
+# the late input records when each record is its own micro-batch: (key, value, second, partition,
+# offset), kstreams_reason
+TUMBLING_LATE = [(("k", "v9", 7, 0, 9), "window closed"), (("k", "v10", 22, 0, 10), "window closed")]
+SESSION_LATE = [(("k", "v9", 7, 0, 9), "window closed")]
+
+
+def windowed_aggregations(late_records):
+    from kstreams_spark import SessionWindows, TimeWindows
+
+    tumbling = TimeWindows.of_size_with_no_grace("10 seconds")
+    sessions = SessionWindows.of_inactivity_gap_with_no_grace("10 seconds")
+    grouped = lambda df, w: KStream(df).group_by_key().windowed_by(w)  # noqa: E731
+    return {
+        "tumbling_count": (
+            lambda df: grouped(df, tumbling).count(late_records=late_records),
+            (TUMBLING, 2),
+            TUMBLING_LATE,
+        ),
+        "tumbling_reduce": (
+            lambda df: grouped(df, tumbling).reduce(
+                lambda agg, v: F.concat(agg, F.lit("+"), v), late_records=late_records
+            ),
+            (TUMBLING, 3),
+            TUMBLING_LATE,
+        ),
+        "session_count": (
+            lambda df: grouped(df, sessions).count(late_records=late_records),
+            (SESSIONS, 2),
+            SESSION_LATE,
+        ),
+        "session_aggregate": (
+            lambda df: grouped(df, sessions).aggregate(
+                F.lit(""),
+                lambda agg, v: F.concat(agg, v),
+                lambda a, b: F.concat(a, b),
+                late_records=late_records,
+            ),
+            (SESSIONS, 3),
+            SESSION_LATE,
+        ),
+    }
+
+
+def section_3_records():
+    from test_windowed_and_sequence import SECONDS
+
+    return with_offsets([Rec("k", s) for s in SECONDS])
+
+
+def seconds(t):
+    from test_windowed_and_sequence import ts
+
+    return None if t is None else int((t - ts(0)).total_seconds())
+
+
+def updates(expected, every_record_on_time):
+    """The hand-written updates of ``expected`` (a table above and the index of the operator's
+    value in it) as (key, start, end, value, timestamp): all, or without those of the late records."""
+    table, value = expected
+    return [("k", u[0], u[1], u[value], u[4]) for u in table if every_record_on_time or len(u) == 5]
+
+
+def table_rows(df):
+    """(key, window start, window end, value, timestamp) of each table update, in seconds."""
+    return [
+        (r.key, seconds(r.window.start), seconds(r.window.end), r.value, seconds(r.timestamp))
+        for r in df.collect()
+    ]
+
+
+def late_rows(df):
+    """((key, value, timestamp, partition, offset), kstreams_reason) of each late input record."""
+    return [
+        ((r.key, r.value, seconds(r.timestamp), r.partition, r.offset), r.kstreams_reason)
+        for r in df.collect()
+    ]
+
+
+def multiset(rows):
+    """Rows compared without order (a sink keeps none); None sorts first."""
+    return sorted(rows, key=lambda row: repr(row))
+
+
+@pytest.mark.parametrize("mode", ["batch", "one_micro_batch", "split_restart"])
+@pytest.mark.parametrize("op", ["tumbling_count", "tumbling_reduce", "session_count", "session_aggregate"])
+def test_windowed_aggregation_routes_the_records_of_closed_windows(spark, tmp_path, op, mode):
+    """One query writes the table's updates and the late records (``with_side_output``)."""
+    aggregation, expected, late = windowed_aggregations("side_output")[op]
+    out = output(spark, tmp_path, lambda df: aggregation(df).with_side_output, mode, section_3_records())
+    assert out.columns == ["key", "window", "value", "timestamp", "kstreams_reason", "kstreams_late_record"]
+    on_time = mode != "split_restart"
+    got_updates = table_rows(
+        out.where("kstreams_reason is null").drop("kstreams_reason", "kstreams_late_record")
+    )
+    assert multiset(got_updates) == multiset(updates(expected, on_time))
+    assert out.where("kstreams_reason is null and kstreams_late_record is not null").count() == 0
+    routed = out.where("kstreams_reason is not null")
+    # a late record's row holds only the reason and the record: its table columns are null
+    assert [tuple(r)[:4] for r in routed.collect()] == [(None, None, None, None)] * (
+        0 if on_time else len(late)
+    )
+    got_late = late_rows(routed.select("kstreams_late_record.*", "kstreams_reason"))
+    assert multiset(got_late) == ([] if on_time else multiset(late))
+
+
+@pytest.mark.parametrize("op", ["tumbling_count", "session_count"])
+def test_windowed_aggregation_side_output_and_df_alone_and_the_counters(spark, tmp_path, op):
+    """Each output written by its own query, one micro-batch per record with a restart; then the
+    counters under "side_output" and "drop" (the default, unchanged: the late records are gone)."""
+    aggregation, expected, late = windowed_aggregations("side_output")[op]
+    table = output(
+        spark, tmp_path / "df", lambda df: aggregation(df).df, "split_restart", section_3_records()
+    )
+    assert table.columns == ["key", "window", "value", "timestamp"]
+    assert multiset(table_rows(table)) == multiset(updates(expected, every_record_on_time=False))
+    side = output(
+        spark, tmp_path / "side", lambda df: aggregation(df).side_output, "split_restart", section_3_records()
+    )
+    # windowed distinct's side output without its result's `window`: the input's columns, the reason
+    assert side.columns == ["key", "value", "timestamp", "partition", "offset", "kstreams_reason"]
+    assert multiset(late_rows(side)) == multiset(late)
+
+    forwarded = len(updates(expected, every_record_on_time=False))
+    for late_records, counter in [("side_output", "late_side_output"), ("drop", "late_dropped")]:
+        aggregation = windowed_aggregations(late_records)[op][0]
+        stream = StreamRun(spark, str(tmp_path / late_records), lambda df, a=aggregation: a(df).df)
+        for r in section_3_records():
+            stream.add_batch([r])
+        stream.run()
+        assert multiset(table_rows(stream.output())) == multiset(
+            updates(expected, every_record_on_time=False)
+        )
+        name = "kstreams_count_windowed" if op == "tumbling_count" else "kstreams_count_session_windowed"
+        assert operator_metrics(stream.progress)[name] == {
+            "forwarded": forwarded,
+            "null_keys_dropped": 0,
+            "null_values_dropped": 0,
+            counter: len(late),
+            "idempotent-updates-dropped": 0,
+        }
+
+
+def test_windowed_aggregation_refuses_forward_a_bad_policy_and_a_missing_side_output(spark):
+    from kstreams_spark import SessionWindows, TimeWindows
+    from streams import batch_df
+
+    grouped = KStream(batch_df(spark, section_3_records())).group_by_key()
+    tumbling = grouped.windowed_by(TimeWindows.of_size_with_no_grace("10 seconds"))
+    sessions = grouped.windowed_by(SessionWindows.of_inactivity_gap_with_no_grace("10 seconds"))
+    concat = lambda agg, v: F.concat(agg, v)  # noqa: E731
+    for refused in [
+        lambda: tumbling.count(late_records="forward"),
+        lambda: tumbling.reduce(concat, late_records="forward"),
+        lambda: tumbling.aggregate(F.lit(""), concat, late_records="forward"),
+        lambda: sessions.count(late_records="forward"),
+        lambda: sessions.reduce(concat, late_records="forward"),
+        lambda: sessions.aggregate(F.lit(""), concat, concat, late_records="forward"),
+    ]:
+        with pytest.raises(
+            KStreamsError, match=r"cannot forward a record of a closed window \(its window's result"
+        ):
+            refused()
+    with pytest.raises(KStreamsError, match="a windowed count cannot forward"):
+        sessions.count(late_records="forward")
+    with pytest.raises(
+        KStreamsError, match="late_records must be 'forward', 'drop' or 'side_output', got 'skip'"
+    ):
+        tumbling.count(late_records="skip")
+    with pytest.raises(KStreamsError, match="late_records must be .* got None"):
+        sessions.reduce(concat, late_records=None)
+    for without in [
+        lambda: tumbling.count().side_output,
+        lambda: tumbling.count(late_records="drop").with_side_output,
+        lambda: grouped.count().side_output,
+        lambda: tumbling.count(late_records="side_output").to_stream().to_table().side_output,
+    ]:
+        with pytest.raises(KStreamsError, match="this table has no side output"):
+            without()
+    # the default is "drop": a batch DataFrame closes no window, so nothing is dropped either
+    assert multiset(table_rows(tumbling.count().df)) == multiset(
+        updates((TUMBLING, 2), every_record_on_time=True)
+    )

@@ -692,49 +692,88 @@ class WindowedKStream:
         """
         return self._stream._next(self._j.distinct(self._stream._late(late_records)))
 
-    def count(self) -> KTable:
+    def count(self, late_records: LateRecords = "drop") -> KTable:
         """Records per (key, window), with a ``window`` column.
 
-        Tumbling windows: the timestamp is the largest in the window; a window closes when the
-        query's watermark reaches ``end + grace`` and records of closed windows are dropped and
-        counted (``late_dropped``). Session windows: ``window`` is (first, last record's time);
-        when a record merges sessions, each merged-away session gets a tombstone (null value).
+        Tumbling windows: the timestamp is the largest in the window. Session windows: ``window``
+        is (first, last record's time); when a record merges sessions, each merged-away session
+        gets a tombstone (null value).
+
+        A window closes when the query's watermark reaches ``end + grace`` (a session: when its
+        end is more than ``gap + grace`` behind the watermark); a batch DataFrame has no watermark
+        and no closed windows. A record of a closed window is dropped and counted
+        (``late_dropped``, the default), or with ``late_records="side_output"`` routed unchanged to
+        :attr:`KTable.side_output` (``kstreams_reason`` ``"window closed"``, counted as
+        ``late_side_output``). A closed window's result was emitted already: ``"forward"`` is
+        refused.
 
         >>> windows = TimeWindows.of_size_with_no_grace("10 seconds")
         >>> counts = ks.group_by_key().windowed_by(windows).count().df
         >>> sorted((r.key, r.window.start.second, r.value) for r in counts.collect())
         [('a', 0, 1), ('a', 0, 2), ('a', 20, 1), ('b', 0, 1), ('b', 0, 2)]
-        """
-        return _table(self._j.count(), self._stream)
 
-    def reduce(self, adder: Column | KeyValueFunction) -> KTable:
-        """:meth:`KGroupedStream.reduce` per window (merging sessions also uses ``adder``)."""
-        return _table(self._j.reduce(_fold(self._stream, adder, "adder")), self._stream)
+        Streaming, blueberry (b@3) in a second micro-batch, after the watermark reached 20:
+
+        >>> source = tmp + "/late-counts"
+        >>> df.where("offset < 4").coalesce(1).write.parquet(source)
+        >>> df.where("offset = 4").coalesce(1).write.mode("append").parquet(source)
+        >>> stream = spark.readStream.schema(df.schema).option("maxFilesPerTrigger", 1).parquet(source)
+        >>> counts = KStream(stream).group_by_key().windowed_by(windows).count(late_records="side_output")
+        >>> query = (counts.with_side_output.writeStream.format("memory").queryName("late_counts")
+        ...     .option("checkpointLocation", source + "-checkpoint").trigger(availableNow=True).start())
+        >>> query.awaitTermination()
+        >>> out = spark.table("late_counts")
+        >>> sorted((r.key, r.window.start.second, r.value) for r in out.where("kstreams_reason is null").collect())
+        [('a', 0, 1), ('a', 0, 2), ('a', 20, 1), ('b', 0, 1)]
+        >>> [(r.kstreams_reason, r.kstreams_late_record.value) for r in out.where("kstreams_reason is not null").collect()]
+        [('window closed', 'blueberry')]
+        """
+        return _table(self._j.count(self._stream._late(late_records)), self._stream)
+
+    def reduce(self, adder: Column | KeyValueFunction, late_records: LateRecords = "drop") -> KTable:
+        """:meth:`KGroupedStream.reduce` per window (merging sessions also uses ``adder``);
+        ``late_records`` as in :meth:`count`.
+
+        >>> windows = TimeWindows.of_size_with_no_grace("10 seconds")
+        >>> joined = ks.group_by_key().windowed_by(windows).reduce(
+        ...     lambda agg, v: F.concat(agg, F.lit("+"), v), late_records="side_output")
+        >>> [r.value for r in joined.df.where("key = 'a'").orderBy("timestamp").collect()]
+        ['apple', 'apple+avocado', 'apricot']
+        >>> joined.side_output.count()  # a batch DataFrame closes no window
+        0
+        """
+        jlate = self._stream._late(late_records)
+        return _table(self._j.reduce(_fold(self._stream, adder, "adder"), jlate), self._stream)
 
     def aggregate(
         self,
         initializer: Column,
         adder: Column | KeyValueFunction,
         merger: Column | KeyValueFunction | None = None,
+        late_records: LateRecords = "drop",
     ) -> KTable:
         """:meth:`KGroupedStream.aggregate` per window. Session windows need
-        ``merger(aggregate1, aggregate2)`` to combine two sessions' aggregates.
+        ``merger(aggregate1, aggregate2)`` to combine two sessions' aggregates. ``late_records``
+        as in :meth:`count`.
 
         >>> sessions = ks.group_by_key().windowed_by(SessionWindows.of_inactivity_gap_with_no_grace("5 minutes"))
-        >>> sizes = sessions.aggregate(F.lit(0), lambda agg, v: agg + 1, lambda a, b: a + b).df
+        >>> sizes = sessions.aggregate(F.lit(0), lambda agg, v: agg + 1, lambda a, b: a + b, late_records="drop").df
         >>> [r.value for r in sizes.where("key = 'a'").orderBy("timestamp").collect()]
         [1, None, 2, None, 3]
         """
         jinit = java_column(initializer, "initializer")
         jadder = _fold(self._stream, adder, "adder")
+        jlate = self._stream._late(late_records)
         if isinstance(self._windows, TimeWindows):
-            return _table(self._j.aggregate(jinit, jadder), self._stream)
+            return _table(self._j.aggregate(jinit, jadder, jlate), self._stream)
         if merger is None:
             raise KStreamsError(
                 "aggregate over SessionWindows needs a merger(aggregate1, aggregate2) that combines the "
                 "aggregates of two sessions a record merges"
             )
-        return _table(self._j.aggregate(jinit, jadder, _fold(self._stream, merger, "merger")), self._stream)
+        return _table(
+            self._j.aggregate(jinit, jadder, _fold(self._stream, merger, "merger"), jlate), self._stream
+        )
 
 
 def _fold(stream: KStream, function: Column | KeyValueFunction, what: str) -> JavaObject:

@@ -33,6 +33,56 @@ class KTable:
         """The table's update stream."""
         return self._df
 
+    @property
+    def side_output(self) -> DataFrame:
+        """The input records the aggregation that made this table routed aside: with
+        ``late_records="side_output"`` on a windowed ``count``, ``reduce`` or ``aggregate``, the
+        records of closed windows, unchanged (the input stream's columns), then
+        ``kstreams_reason`` (``"window closed"``, as windowed distinct's side output).
+
+        A query that writes it alone runs the aggregation again, on its own checkpoint, with the
+        same results; :attr:`with_side_output` writes both outputs from one query.
+
+        >>> windows = TimeWindows.of_size_with_no_grace("10 seconds")
+        >>> counts = ks.group_by_key().windowed_by(windows).count(late_records="side_output")
+        >>> counts.side_output.columns
+        ['key', 'value', 'timestamp', 'partition', 'offset', 'event_id', 'seq', 'kstreams_reason']
+        >>> ks.group_by_key().windowed_by(windows).count().side_output
+        Traceback (most recent call last):
+        ...
+        kstreams_spark.errors.KStreamsError: this table has no side output: ...
+        """
+        return python_dataframe(self._j.sideOutput(), self._spark)
+
+    @property
+    def with_side_output(self) -> DataFrame:
+        """:attr:`df`'s updates and :attr:`side_output`'s records in one DataFrame, for one query
+        with one run of the aggregation that writes both. Columns: :attr:`df`'s (key, ``window``,
+        value, timestamp), then ``kstreams_reason``, then ``kstreams_late_record``, a struct
+        holding the late input record. An update has both null; a late record has the reason, the
+        struct, and null table columns.
+
+        Why a struct: an update and a late record have different columns, often under the same
+        names (``value`` is a count here, a string there), so neither fits the other's schema; the
+        struct keeps both as they are, and the reason column is :attr:`KStream.with_side_output`'s::
+
+            def write_both(batch, batch_id):
+                batch.persist()  # the aggregation runs once; each write reads the persisted rows
+                updates = batch.where("kstreams_reason is null")
+                updates.drop("kstreams_reason", "kstreams_late_record").write.mode("append").parquet(out)
+                late_records = batch.where("kstreams_reason is not null")
+                late_records.select("kstreams_late_record.*", "kstreams_reason").write.mode("append").parquet(late)
+                batch.unpersist()
+
+            table.with_side_output.writeStream.foreachBatch(write_both).start()
+
+        >>> windows = TimeWindows.of_size_with_no_grace("10 seconds")
+        >>> counts = ks.group_by_key().windowed_by(windows).count(late_records="side_output")
+        >>> counts.with_side_output.columns
+        ['key', 'window', 'value', 'timestamp', 'kstreams_reason', 'kstreams_late_record']
+        """
+        return python_dataframe(self._j.withSideOutput(), self._spark)
+
     def to_stream(self) -> KStream:
         """The update stream as a :class:`KStream`."""
         return KStream._from_java(self._j.toStream(), self._spark)

@@ -44,6 +44,25 @@ class WindowedAndSequenceSpec extends SparkSuite {
     }
   }
 
+  test("windowed count, LateRecords.SideOutput: the records of closed windows in the table's side output") {
+    // one micro-batch per record: the watermark (delay 0) is 34 when 7 (v9) and the second 22
+    // (v10) arrive, and their windows [0,10) and [20,30) are closed
+    val counts = (df: DataFrame) =>
+      KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s")).count(LateRecords.SideOutput)
+    val updates = eventRows(events.map(Seq(_)), counts(_).df, restartBefore = Set(6))
+    assert(updates.map(_.getAs[Long]("value")) == Seq(1L, 2L, 3L, 1L, 2L, 3L, 1L, 2L, 3L, 4L))
+    val late = eventRows(events.map(Seq(_)), counts(_).sideOutput, restartBefore = Set(6))
+    assert(
+      late.map(r => (r.getAs[String]("value"), r.getAs[Long]("offset"), r.getAs[String]("kstreams_reason"))) ==
+        Seq(("v9", 9L, "window closed"), ("v10", 10L, "window closed")))
+    val refused = intercept[KStreamsException](
+      KStream(batch(events)).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s")).count(LateRecords.Forward))
+    assert(refused.getMessage.contains("cannot forward a record of a closed window"))
+    val none = intercept[KStreamsException](
+      KStream(batch(events)).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s")).count().sideOutput)
+    assert(none.getMessage.contains("this table has no side output"))
+  }
+
   test("sequence dedup: 1..7, 4..7 again, 8..11 -> 1..11 once each, per partition") {
     val seqs = (1 to 7) ++ (4 to 7) ++ (8 to 11)
     val perPartition = (0 until 2).flatMap(p =>

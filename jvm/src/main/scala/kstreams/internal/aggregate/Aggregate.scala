@@ -11,6 +11,7 @@ import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types._
 
 import kstreams.internal.plan._
+import kstreams.internal.window.WindowedDistinct
 
 /** `groupByKey.count() / reduce(adder) / aggregate(initializer, adder)`, optionally over tumbling
   * or session windows (spec section 5): a table of running results, emitted as an update stream
@@ -21,7 +22,9 @@ import kstreams.internal.plan._
   * Records are folded per key in arrival order ([[Keyed.arrivalOrder]]); records with a null key
   * are skipped and counted, and so are null values of plain (not windowed) aggregations (as Kafka
   * Streams 4.3 does). A window closes when the query's
-  * event-time watermark reaches `end + grace`; a record of a closed window is dropped as late.
+  * event-time watermark reaches `end + grace`; a record of a closed window is late: dropped
+  * (`late_dropped`) or, with [[LateRecords.SideOutput]], routed unchanged to the table's
+  * [[KTable.sideOutput]] (`late_side_output`), see [[LateRows]].
   */
 private[kstreams] object Aggregate {
 
@@ -32,6 +35,9 @@ private[kstreams] object Aggregate {
   val WindowEnd = "__kstreams_window_end"
   val Result = "__kstreams_result"
   val ResultTs = "__kstreams_result_ts"
+
+  /** The processor's output column with a late record routed to the side output ([[LateRows]]). */
+  val LateRecord = "__kstreams_late_record"
 
   /** How to fold: `initializer` None means "the first value" (reduce). `merger` combines two
     * aggregates (given as the adder's two inputs) when session windows merge; reduce merges with
@@ -47,10 +53,23 @@ private[kstreams] object Aggregate {
   final case class Tumbling(windows: TimeWindows) extends Windowing
   final case class Sessions(windows: SessionWindows) extends Windowing
 
-  def run(stream: KStream, fold: Fold, windowing: Windowing): KTable = {
-    val input = Keyed.prepare(Seq(Keyed.SideInput(stream)))
+  def run(stream: KStream, fold: Fold, windowing: Windowing): KTable = run(stream, fold, windowing, LateRecords.Drop)
+
+  /** The aggregation, with `lateRecords` for the records of closed windows (windowed only). */
+  def run(stream: KStream, fold: Fold, windowing: Windowing, lateRecords: LateRecords): KTable = {
+    // a closed window's result was emitted already and its state is gone: its late records can be
+    // dropped or routed, not forwarded (windowed distinct refuses "forward" for the same reason)
+    val routed = lateRecords match {
+      case LateRecords.Drop => false
+      case LateRecords.SideOutput => true
+      case LateRecords.Forward =>
+        throw new KStreamsException(
+          s"a windowed ${fold.name.stripPrefix("kstreams_")} cannot forward a record of a closed window " +
+            "(its window's result was emitted): late_records must be 'drop' (the default) or 'side_output'")
+    }
+    val input = Keyed.prepare(Seq(LateRows.sideInput(stream, routed)))
     val spark = stream.df.sparkSession
-    val valueType = input.valueTypes.head
+    val valueType = LateRows.valueType(input.valueTypes.head, routed)
     val (initial, aggType) = fold.initializer match {
       case Some(init) => val (v, t) = ColumnFunction.constant(spark, init); (Some(v), t)
       case None => (None, valueType)
@@ -78,15 +97,16 @@ private[kstreams] object Aggregate {
         StructField(WindowEnd, LongType),
         StructField(Result, aggType),
         StructField(ResultTs, LongType)
-      ))
+      ) ++ (if (routed) Seq(StructField(LateRecord, input.valueTypes.head)) else Nil))
     val drop = new DropMarker(outputSchema)
+    val late = new LateRows(drop, routed)
     val processor = windowing match {
-      case Unwindowed => new AggregateProcessor(input.layout, initial, adder, None, input.streaming, drop)
+      case Unwindowed => new AggregateProcessor(input.layout, initial, adder, None, input.streaming, drop, late)
       case Tumbling(windows) =>
-        new AggregateProcessor(input.layout, initial, adder, Some(windows), input.streaming, drop)
+        new AggregateProcessor(input.layout, initial, adder, Some(windows), input.streaming, drop, late)
       case Sessions(windows) =>
         val merger = resolve("session merger", aggType, fold.merger.getOrElse(fold.adder))
-        new SessionAggregateProcessor(input.layout, initial, adder, merger, windows, input.streaming, drop)
+        new SessionAggregateProcessor(input.layout, initial, adder, merger, windows, input.streaming, drop, late)
     }
     val name = windowing match {
       case Unwindowed => fold.name
@@ -98,27 +118,34 @@ private[kstreams] object Aggregate {
       case Tumbling(w) => input.descriptor(name).windows(w)
       case Sessions(w) => input.descriptor(name).windows(w)
     }
-    val finished = Stateful.run(
+    val all = Stateful.runAll(
       input.grouped,
       processor,
       descriptor,
       if (windowed) Stateful.eventTime(input.streaming) else TimeMode.None(),
       outputSchema,
       name,
-      Seq(DropReasons.NullKey, DropReasons.NullValue, DropReasons.Late, DropReasons.Idempotent)
+      Seq(DropReasons.NullKey, DropReasons.NullValue, late.reason, DropReasons.Idempotent)
     )
     val cols = stream.columns
-    val window =
-      if (windowed)
-        Seq(
-          struct(timestamp_micros(col(WindowStart)).as("start"), timestamp_micros(col(WindowEnd)).as("end"))
-            .as("window"))
-      else Nil
-    val result = finished.select(
-      Seq(col(HelperColumns.Key).as(cols.key)) ++ window ++ Seq(
+    val window = struct(timestamp_micros(col(WindowStart)).as("start"), timestamp_micros(col(WindowEnd)).as("end"))
+    def tableColumns(window: Column): Seq[Column] =
+      Seq(col(HelperColumns.Key).as(cols.key)) ++ (if (windowed) Seq(window.as("window")) else Nil) ++ Seq(
         col(Result).as(cols.value),
-        Keyed.timestampColumn(col(ResultTs), cols.timestamp, input.watermarkDelayMs)): _*)
-    KTable(result, cols)
+        Keyed.timestampColumn(col(ResultTs), cols.timestamp, input.watermarkDelayMs))
+    // the table's updates and its late input records in one DataFrame of one plan (KTable.withSideOutput)
+    val withSideOutput =
+      if (!routed) None
+      else
+        Some(
+          Stateful
+            .forwardedOrRouted(all)
+            .select(
+              // a routed row's window is null, not a struct of nulls (its table columns are null)
+              tableColumns(when(col(HelperColumns.Dropped).isNull, window)) ++ Seq(
+                Stateful.sideOutputReason(WindowedDistinct.WindowClosedReason),
+                col(s"$LateRecord.record").as(KTable.LateRecordColumn)): _*))
+    KTable(Stateful.forwardedOnly(all).select(tableColumns(window): _*), cols, withSideOutput)
   }
 }
 
@@ -130,7 +157,8 @@ private[kstreams] final class AggregateProcessor(
     adder: ColumnFunction,
     windows: Option[TimeWindows],
     streaming: Boolean,
-    drop: DropMarker)
+    drop: DropMarker,
+    late: LateRows)
     extends StatefulProcessor[Row, Row, Row] {
 
   @transient private var results: MapState[Long, Row] = _
@@ -150,7 +178,7 @@ private[kstreams] final class AggregateProcessor(
       if (keyValue == null) out += drop(DropReasons.NullKey)
       // Kafka Streams 4.3 skips a null value in plain aggregations only (KStreamAggregate); its
       // windowed aggregation (KStreamWindowAggregate) folds it in (spec section 5)
-      else if (r.isNullAt(valueIndex) && windows.isEmpty) out += drop(DropReasons.NullValue)
+      else if (late.value(r, valueIndex) == null && windows.isEmpty) out += drop(DropReasons.NullValue)
       else {
         val ts = r.getLong(layout.tsIndex)
         val (start, end) = windows match {
@@ -158,14 +186,14 @@ private[kstreams] final class AggregateProcessor(
           case None => (0L, 0L)
         }
         val closeMicros = end + windows.map(_.graceMicros).getOrElse(0L)
-        if (windows.isDefined && closeMicros <= watermarkMicros) out += drop(DropReasons.Late)
+        if (windows.isDefined && closeMicros <= watermarkMicros) out += late(r, valueIndex)
         else {
           // a null aggregate is no aggregate, as in Kafka's stores (a put of null deletes): the
           // next record starts from the initializer again (reduce: from its own value)
           val old =
             if (results.containsKey(start)) Some(results.getValue(start)).filter(!_.isNullAt(0))
             else None
-          val value = r.get(valueIndex)
+          val value = late.value(r, valueIndex)
           val folded = old match {
             case Some(o) => adder(o.get(0), value)
             case None => initial.map(i => adder(i, value)).getOrElse(value)
@@ -179,8 +207,8 @@ private[kstreams] final class AggregateProcessor(
             if (old.isEmpty && windows.isDefined && streaming)
               getHandle.registerTimer(Math.floorDiv(closeMicros + 999L, 1000L))
             results.updateValue(start, Row(folded, newTs))
-            out += (if (windows.isDefined) Row(keyValue, start, end, folded, newTs, null)
-                    else Row(keyValue, null, null, folded, newTs, null))
+            out += (if (windows.isDefined) late.update(keyValue, start, end, folded, newTs)
+                    else late.update(keyValue, null, null, folded, newTs))
           }
         }
       }
@@ -216,7 +244,8 @@ private[kstreams] final class SessionAggregateProcessor(
     merger: ColumnFunction,
     windows: SessionWindows,
     streaming: Boolean,
-    drop: DropMarker)
+    drop: DropMarker,
+    late: LateRows)
     extends StatefulProcessor[Row, Row, Row] {
 
   @transient private var sessions: MapState[Long, Row] = _
@@ -252,7 +281,7 @@ private[kstreams] final class SessionAggregateProcessor(
         // Kafka's rule (KStreamSessionWindowAggregate) with the watermark for stream time: late when
         // the merged session ends before `streamTime - grace - gap`
         if (end + windows.graceMicros + windows.gapMicros < watermarkMicros)
-          out += drop(DropReasons.Late)
+          out += late(r, valueIndex)
         else {
           // As Kafka: the touched sessions' aggregates are merged into a fresh initial aggregate
           // (reduce has none: the first session's aggregate starts it)
@@ -264,7 +293,7 @@ private[kstreams] final class SessionAggregateProcessor(
                 initial
                   .map(i => aggregates.foldLeft(i)((a, b) => merger(a, b)))
                   .getOrElse(aggregates.reduce((a, b) => merger(a, b))))
-          val value = r.get(valueIndex)
+          val value = late.value(r, valueIndex)
           val folded = merged match {
             case Some(agg) => adder(agg, value)
             case None => initial.map(i => adder(i, value)).getOrElse(value)
@@ -282,7 +311,7 @@ private[kstreams] final class SessionAggregateProcessor(
           else {
             if (!alone) touching.foreach { case (oldStart, old) =>
               sessions.removeKey(oldStart)
-              out += Row(keyValue, oldStart, old.getLong(0), null, old.getLong(0), null)
+              out += late.update(keyValue, oldStart, old.getLong(0), null, old.getLong(0))
             }
             // a null aggregate deletes the session, as a put of null does in Kafka's session store
             if (folded == null) sessions.removeKey(start)
@@ -290,7 +319,7 @@ private[kstreams] final class SessionAggregateProcessor(
               sessions.updateValue(start, Row(end, folded, newTs))
               if (streaming) getHandle.registerTimer(Math.floorDiv(expiry(end), 1000L) + 1)
             }
-            out += Row(keyValue, start, end, folded, newTs, null)
+            out += late.update(keyValue, start, end, folded, newTs)
           }
         }
       }
@@ -311,4 +340,56 @@ private[kstreams] final class SessionAggregateProcessor(
       .foreach(sessions.removeKey)
     Iterator.empty
   }
+}
+
+/** The one place the aggregation processors handle a record of a closed window, and where they
+  * find a record's value.
+  *
+  * Dropped ([[LateRecords.Drop]]): a [[DropMarker]] with [[DropReasons.Late]]. Routed
+  * ([[LateRecords.SideOutput]]): the side output wants the input record unchanged, but the
+  * per-key input ([[Keyed.prepare]]) carries only the value; so the value becomes
+  * `struct(value, record)` ([[LateRows.sideInput]]), the adder reads its first field, and a late
+  * record leaves as a marker with [[DropReasons.LateSideOutput]] that also holds that struct in
+  * [[Aggregate.LateRecord]] (the extra output column). Only a routed run pays for carrying the
+  * whole record through the shuffle.
+  */
+private[kstreams] final class LateRows(drop: DropMarker, routed: Boolean) extends Serializable {
+
+  /** The drop reason a late record is counted under. */
+  val reason: String = if (routed) DropReasons.LateSideOutput else DropReasons.Late
+
+  /** The record's value (the adder's input). */
+  def value(row: Row, valueIndex: Int): Any =
+    if (!routed) row.get(valueIndex) else row.getStruct(valueIndex).get(0)
+
+  /** The output row for the late input row `row`: the marker, routed with its record. */
+  def apply(row: Row, valueIndex: Int): Row = {
+    val marker = drop(reason)
+    if (!routed) marker else Row.fromSeq(marker.toSeq.updated(marker.size - 2, row.get(valueIndex)))
+  }
+
+  /** A forwarded output row: an update of the table (the record column, if any, and the drop
+    * column null). */
+  def update(key: Any, start: Any, end: Any, result: Any, ts: Long): Row =
+    if (routed) Row(key, start, end, result, ts, null, null) else Row(key, start, end, result, ts, null)
+}
+
+private[kstreams] object LateRows {
+
+  /** The aggregation's input: the stream's value, or with `routed` `struct(value, record)`, the
+    * record being the stream's columns as they are (the timestamp without the watermark metadata
+    * the operator adds, as windowed distinct's side output has it). */
+  def sideInput(stream: KStream, routed: Boolean): Keyed.SideInput =
+    if (!routed) Keyed.SideInput(stream)
+    else {
+      val df = stream.df
+      val name = stream.columns.value
+      if (!df.columns.contains(name)) throw StreamColumns.missing(df, name, "value")
+      val record = df.columns.toIndexedSeq.map(c => col(HelperColumns.quote(c)).as(c, Metadata.empty))
+      Keyed.SideInput(stream, Some(struct(col(HelperColumns.quote(name)).as("value"), struct(record: _*).as("record"))))
+    }
+
+  /** The adder's value type: the input's, or the first field of `struct(value, record)`. */
+  def valueType(inputValue: DataType, routed: Boolean): DataType =
+    if (!routed) inputValue else inputValue.asInstanceOf[StructType].fields(0).dataType
 }
