@@ -185,6 +185,29 @@ def test_late_records_side_output(remote, tmp_path):
     assert out == sorted([(v, None) for v in on_time] + [(v, "late") for v in LATE_VALUES])
 
 
+def test_windowed_count_side_output(remote, tmp_path):
+    """A KTable's side output over Connect: the classic test's records, one micro-batch per record
+    with a restart, and its hand-written updates and late records."""
+    from test_late_records import (
+        late_rows,
+        multiset,
+        output,
+        section_3_records,
+        table_rows,
+        updates,
+        windowed_aggregations,
+    )
+
+    aggregation, expected, late = windowed_aggregations("side_output")["tumbling_count"]
+    out = output(
+        remote, tmp_path, lambda df: aggregation(df).with_side_output, "split_restart", section_3_records()
+    )
+    got = table_rows(out.where("kstreams_reason is null").drop("kstreams_reason", "kstreams_late_record"))
+    assert multiset(got) == multiset(updates(expected, every_record_on_time=False))
+    routed = out.where("kstreams_reason is not null").select("kstreams_late_record.*", "kstreams_reason")
+    assert multiset(late_rows(routed)) == multiset(late)
+
+
 def test_sequence_dedup_seed_example(remote, tmp_path):
     seqs = list(range(1, 8)) + [4, 5, 6, 7] + list(range(8, 12))
     records = [Rec("k", i, value=str(s)) for i, s in enumerate(seqs)]
