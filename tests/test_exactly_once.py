@@ -17,6 +17,7 @@ from kafka_streams import (
     kafka_source,
 )
 from kstreams_spark import KStream, KStreamsError, operator_metrics
+from pyspark.errors import StreamingQueryException
 from streams import Rec, batch_df, with_offsets
 
 
@@ -32,6 +33,24 @@ def forget_from(checkpoint: str, batch: int) -> None:
                     os.remove(crc)
 
 
+def dedup_to_kafka(spark, kafka, topic: str, out: str, checkpoint: str, exactly_once: bool):
+    """deduplicate_by_key from ``topic`` to ``out`` (60 offsets per micro-batch, availableNow),
+    run to its end: the query and the error that stopped it, if any."""
+    query = (
+        KStream(kafka_source(spark, kafka.bootstrap, topic, 60))
+        .deduplicate_by_key("10 seconds")
+        .to(out, exactly_once=exactly_once, **{"kafka.bootstrap.servers": kafka.bootstrap})
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination()
+    except StreamingQueryException as e:
+        return query, e
+    return query, None
+
+
 @pytest.mark.parametrize("exactly_once", [True, False])
 def test_a_replayed_micro_batch_is_written_once(spark, kafka, tmp_path, exactly_once):
     topic = kafka.create_topic(f"eos-in-{exactly_once}", PARTITIONS)
@@ -44,15 +63,8 @@ def test_a_replayed_micro_batch_is_written_once(spark, kafka, tmp_path, exactly_
     checkpoint = str(tmp_path / "ck")
 
     def run():
-        query = (
-            KStream(kafka_source(spark, kafka.bootstrap, topic, 60))
-            .deduplicate_by_key("10 seconds")
-            .to(out, exactly_once=exactly_once, **{"kafka.bootstrap.servers": kafka.bootstrap})
-            .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
+        query, error = dedup_to_kafka(spark, kafka, topic, out, checkpoint, exactly_once)
+        assert error is None, error
         return query
 
     first = run()
@@ -70,6 +82,43 @@ def test_a_replayed_micro_batch_is_written_once(spark, kafka, tmp_path, exactly_
         assert written() == expected  # the replayed batch's transactions were committed: skipped
     else:  # Spark's sink writes the replayed micro-batch again (this test can fail)
         assert len(written()) == len(expected) + last_batch_rows
+
+
+def test_a_fenced_producer_loses_no_batch_and_writes_none_twice(spark, kafka, tmp_path):
+    """Each task's producer is kept for the next micro-batch; when another producer of its
+    transactional id starts (a zombie's successor elsewhere), the kept one is fenced: its next
+    micro-batch must fail without writing, and the restarted query must write that batch once."""
+    from confluent_kafka import Producer
+
+    topic = kafka.create_topic("fence-in", PARTITIONS)
+    out = kafka.create_topic("fence-out", PARTITIONS)
+    produce(kafka.bootstrap, topic, at_least_once_records(20, seed=5))
+    checkpoint = str(tmp_path / "ck")
+
+    def run():
+        return dedup_to_kafka(spark, kafka, topic, out, checkpoint, exactly_once=True)
+
+    first, error = run()
+    assert error is None, error
+    # more input, and a new producer of every task's transactional id: it fences the kept ones
+    tail = [(p, f"new-{p}", f'{{"id": "new-{p}"}}', BASE_MS + 60_000) for p in range(PARTITIONS)]
+    produce(kafka.bootstrap, topic, tail)
+    fencers = []
+    for task in range(int(spark.conf.get("spark.sql.shuffle.partitions"))):
+        fencer = Producer(
+            {"bootstrap.servers": kafka.bootstrap, "transactional.id": f"kstreams-{first.id}-{task}"}
+        )
+        fencer.init_transactions(30)
+        fencers.append(fencer)
+    _, fenced = run()
+    assert fenced is not None and "fenced" in str(fenced).lower(), fenced  # it wrote nothing
+    fencers.clear()
+    del fencer  # librdkafka's producers close when the last reference goes
+    _, error = run()  # new producers: they fence the one above, read the markers and write the batch
+    assert error is None, error
+    records = as_inputs(read_committed(kafka.bootstrap, topic))
+    expected = sorted((r.key, r.value) for r in expected_dedup_by_key(records))
+    assert sorted((r.key, r.value) for r in as_inputs(read_committed(kafka.bootstrap, out))) == expected
 
 
 def test_exactly_once_is_for_streaming_queries(spark):

@@ -35,12 +35,13 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap
   * the rows name their topics (a `topic` column, as in Spark's Kafka sink, which the `topic`
   * option overrides). Kafka commits records and marker together or neither.
   *
-  * Why a record is seen once by a `read_committed` consumer, whatever is killed when: a task
-  * first calls `initTransactions`, which fences every earlier producer of its id (a zombie of a
-  * lost executor, the attempt before a restart) and completes or aborts their open transaction;
-  * then it reads its marker. If the marker says the batch is committed, an earlier attempt's
-  * transaction holds exactly this task's rows, and the task writes nothing; otherwise it writes
-  * all of them. A replayed micro-batch has the same rows per partition: Spark replays the same
+  * Why a record is seen once by a `read_committed` consumer, whatever is killed when: a task's
+  * producer first calls `initTransactions`, which fences every earlier producer of its id (a
+  * zombie of a lost executor, the attempt before a restart) and completes or aborts their open
+  * transaction; then it reads its marker. If the marker says the batch is committed, an earlier
+  * attempt's transaction holds exactly this task's rows, and the task writes nothing; otherwise
+  * it writes all of them. A producer whose transaction committed is kept for the id's next task
+  * in this JVM ([[TransactionalProducers]]), which then knows the marker without reading it. A replayed micro-batch has the same rows per partition: Spark replays the same
   * offsets through the same plan, and a kstreams operator's output partitions are its state
   * partitions, fixed by the checkpoint.
   */
@@ -158,8 +159,15 @@ private final class ExactlyOnceKafkaDataWriter(
   private val marker = new TopicPartition(markerTopic, 0)
   @volatile private var sendError: Exception = null
   private var records = 0L
+  private var reusable = false
 
-  private val producer = {
+  // This executor's producer of the id from the micro-batch before, or a new one: a new one calls
+  // initTransactions (fencing every earlier producer of the id, settling its open transaction) and
+  // reads the marker from Kafka. A kept one knows the marker: the last batch it committed itself.
+  // That knowledge cannot go stale unnoticed: a newer producer of the id must have called
+  // initTransactions, which fenced this one, so its first send or commit fails, the task fails, the
+  // producer is dropped, and the retried task starts a new one.
+  private val producer = TransactionalProducers.take(transactionalId, kafkaOptions).getOrElse {
     val props = new Properties()
     kafkaOptions.foreach { case (k, v) => props.put(k, v) }
     props.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId)
@@ -167,12 +175,19 @@ private final class ExactlyOnceKafkaDataWriter(
     props.put(ProducerConfig.ACKS_CONFIG, "all")
     props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, classOf[ByteArraySerializer].getName)
     props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, classOf[ByteArraySerializer].getName)
-    new KafkaProducer[Array[Byte], Array[Byte]](props)
+    val created = new KafkaProducer[Array[Byte], Array[Byte]](props)
+    try {
+      created.initTransactions()
+      new TransactionalProducers.Kept(created, kafkaOptions, committedBatches())
+    } catch {
+      case e: Throwable => created.close(Duration.ZERO); throw e
+    }
   }
-  producer.initTransactions() // fences earlier producers of this id, settles their transaction
 
-  private val alreadyCommitted: Boolean = committedBatches() > epochId
-  if (!alreadyCommitted) producer.beginTransaction()
+  private val alreadyCommitted: Boolean = producer.committedBatches > epochId
+  if (!alreadyCommitted)
+    try producer.kafka.beginTransaction()
+    catch { case e: Throwable => producer.kafka.close(Duration.ZERO); throw e } // no writer: no close()
 
   /** The marker: 1 + the last batch whose transaction committed for this partition (0: none). */
   private def committedBatches(): Long = {
@@ -211,7 +226,7 @@ private final class ExactlyOnceKafkaDataWriter(
         i += 1
       }
     }
-    producer.send(record, onSent)
+    producer.kafka.send(record, onSent)
     records += 1
   }
 
@@ -226,20 +241,69 @@ private final class ExactlyOnceKafkaDataWriter(
 
   override def commit(): WriterCommitMessage = {
     if (!alreadyCommitted) {
-      producer.flush()
+      producer.kafka.flush()
       checkSent()
-      producer.sendOffsetsToTransaction(
+      producer.kafka.sendOffsetsToTransaction(
         Map(marker -> new OffsetAndMetadata(epochId + 1, s"kstreams batch $epochId")).asJava,
         new ConsumerGroupMetadata(transactionalId))
-      producer.commitTransaction()
+      producer.kafka.commitTransaction()
+      producer.committedBatches = epochId + 1
     }
+    reusable = true
     ExactlyOnceKafkaWrite.Committed(partitionId, epochId, records, alreadyCommitted)
   }
 
   override def abort(): Unit =
     if (!alreadyCommitted)
-      try producer.abortTransaction()
+      try producer.kafka.abortTransaction()
       catch { case _: Exception => () } // fenced or closed: the transaction is aborted anyway
 
-  override def close(): Unit = producer.close(Duration.ofSeconds(30))
+  // only a producer whose transaction committed is kept; after a failure the next task starts anew
+  override def close(): Unit =
+    if (reusable) TransactionalProducers.keep(transactionalId, producer)
+    else producer.kafka.close(Duration.ofSeconds(30))
+}
+
+/** The transactional producers of this JVM between micro-batches, by transactional id, as Spark's
+  * Kafka sink keeps its producers: a micro-batch's task would otherwise pay for a new producer,
+  * `initTransactions` and a marker look-up (a few broker round trips, tens of ms each) every time.
+  * A task takes its id's producer out while it writes (so two attempts never share one) and puts
+  * it back after a commit; one idle longer than [[IdleTimeoutNanos]] is closed at the next take
+  * (its network thread is a daemon: it never keeps the JVM alive). */
+private object TransactionalProducers {
+
+  /** A producer and the marker it knows: 1 + the last batch committed under its id. */
+  final class Kept(
+      val kafka: KafkaProducer[Array[Byte], Array[Byte]],
+      val config: Map[String, String],
+      var committedBatches: Long) {
+    var idleSinceNanos: Long = 0L
+  }
+
+  /** As Spark's Kafka sink (`spark.kafka.producer.cache.timeout`, 10 minutes by default). */
+  val IdleTimeoutNanos: Long = 10L * 60 * 1000 * 1000 * 1000
+
+  private val idle = new util.HashMap[String, Kept]()
+
+  /** The kept producer of `transactionalId` made with `config`, taken out; None if there is none. */
+  def take(transactionalId: String, config: Map[String, String]): Option[Kept] = {
+    val (found, stale) = synchronized {
+      val expired = idle.asScala.collect {
+        case (id, k) if System.nanoTime() - k.idleSinceNanos > IdleTimeoutNanos => id
+      }.toList
+      val stale = expired.map(idle.remove)
+      Option(idle.remove(transactionalId)) match {
+        case Some(k) if k.config == config => (Some(k), stale)
+        case other => (None, stale ++ other)
+      }
+    }
+    stale.foreach(_.kafka.close(Duration.ofSeconds(5)))
+    found
+  }
+
+  def keep(transactionalId: String, producer: Kept): Unit = {
+    producer.idleSinceNanos = System.nanoTime()
+    val replaced = synchronized(Option(idle.put(transactionalId, producer)))
+    replaced.filter(_ ne producer).foreach(_.kafka.close(Duration.ofSeconds(5)))
+  }
 }
