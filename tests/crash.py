@@ -174,7 +174,16 @@ def _joiner(left, right):
 WINDOWS = TimeWindows.of_size_and_grace("10 seconds", "5 seconds")
 SESSIONS = SessionWindows.of_inactivity_gap_and_grace("4 seconds", "2 seconds")
 
+
 # Every stateful operator of the library, on the same input.
+def _record_time(table_and_late: DataFrame) -> DataFrame:
+    """A table's ``with_side_output`` with a timestamp on every row: a late record's row has the
+    table's columns null, so it takes the record's own."""
+    return table_and_late.withColumn(
+        "timestamp", F.coalesce("timestamp", F.col("kstreams_late_record.timestamp"))
+    )
+
+
 OPERATORS: dict[str, Callable[[DataFrame], DataFrame]] = {
     "deduplicate_by_key": lambda df: KStream(df).deduplicate_by_key("10 seconds").df,
     "deduplicate_by_key_value": lambda df: KStream(df).deduplicate_by_key_value(field("id"), "10 seconds").df,
@@ -202,6 +211,13 @@ OPERATORS: dict[str, Callable[[DataFrame], DataFrame]] = {
         .windowed_by(SESSIONS)
         .aggregate(F.lit(0).cast("long"), lambda agg, v: agg + v, lambda a, b: a + b)
         .df
+    ),
+    # late_records="side_output": the forwarded and the routed records in one output
+    "deduplicate_by_key_late_aside": lambda df: (
+        KStream(df).deduplicate_by_key("10 seconds", late_records="side_output").with_side_output
+    ),
+    "count_tumbling_late_aside": lambda df: _record_time(
+        KStream(df).group_by_key().windowed_by(WINDOWS).count(late_records="side_output").with_side_output
     ),
     "to_table": lambda df: KStream(df).map_values(field("n")).to_table().df,
     "stream_stream_join": _stream_join,

@@ -122,6 +122,10 @@ def test_every_operator_survives_kill_9(spark, kafka, tmp_path):
     # Micro-batch boundaries differ between the sources, so may the outputs (records of several
     # partitions meet in a micro-batch in timestamp order): each source has its own clean run.
     assert {op for op, _ in clean["file"]} == {op for op, _ in clean["kafka"]} == set(OPERATORS)
+    # the late-record side outputs route records in this input (to_json leaves null fields out)
+    for name in ("file", "kafka"):
+        routed = {op for op, row in clean[name] if op.endswith("_late_aside") and '"kstreams_reason"' in row}
+        assert routed == {"deduplicate_by_key_late_aside", "count_tumbling_late_aside"}, (name, routed)
     sink_rows = rows_with_batch(spark, os.path.join(clean_root, "out", "kafka_sink"))
     rows_in_batch = Counter(batch for _, batch in sink_rows)
     batch_of: dict[tuple, set[int]] = {}
