@@ -13,7 +13,7 @@
   * | what operators count and drop (README "Metrics") | | `internal/plan/Stateful`, `HelperColumns` (`DropReasons`) |
   * | dedup by key, key + value, global (2, KIP-655) | [[KStream]]`.deduplicate*` | `internal/dedup/Deduplicate`, `PerPartitionDedup`, `GlobalDedup`, `DedupCaches`, `TimeBucketChunks` |
   * | windowed distinct (3) | [[TimeWindowedKStream]], [[SessionWindowedKStream]]`.distinct` | `internal/window/WindowedDistinct` |
-  * | late records: forward, drop or side output (2, 3; README "Late records") | [[LateRecords]], [[KStream]]`.sideOutput`, `.withSideOutput` | `internal/dedup/CompactEmitter`, `internal/window/WindowedDistinct` |
+  * | late records: forward, drop or side output (2, 3; README "Late records") | [[LateRecords]], [[KStream]]`.sideOutput`, `.withSideOutput`, [[KTable]]`.sideOutput`, `.withSideOutput` | `internal/dedup/CompactEmitter`, `internal/window/WindowedDistinct`, `internal/aggregate/Aggregate` (`LateRows`) |
   * | exactly once to Kafka (8; README "Exactly once to Kafka") | [[KStream]]`.to(topic, exactlyOnce)` | `internal/sink/ExactlyOnceKafkaSink` |
   * | sequence dedup (4) | [[KStream]]`.deduplicateBySequence` | `internal/dedup/DeduplicateBySequence` |
   * | aggregations and their timestamps (5, KIP-258/259) | [[KGroupedStream]], [[TimeWindows]], [[SessionWindows]] | `internal/aggregate/Aggregate` |
