@@ -751,17 +751,20 @@ def rotated(chosen, round_no):
     return items[shift:] + items[:shift]
 
 
-def run_rounds(spark, chosen, source, workdir, args, key, describe, skip=0, label=""):
+def run_rounds(spark, chosen, source, workdir, args, key, describe, skip=0, label="", check=None):
     """--repeat rounds of every candidate (order rotating by round) over the same input; per
     candidate the median round by `key` with every round's value of it ("rounds_<key>"). A failed
     run (e.g. out of memory) is kept as its error; a candidate whose every run failed is reported
-    as failed."""
+    as failed. `check(name, result)`, if given, runs after each run (it may add to the result, or
+    stop the benchmark with SystemExit)."""
     rounds = {name: [] for name in chosen}
     for round_no in range(args.repeat):
         for name, candidate in rotated(chosen, round_no):
             print(f"running {name}{label} (round {round_no + 1} of {args.repeat}) ...", flush=True)
             try:
                 r = measure(spark, name, candidate, source, workdir, skip)
+                if check is not None:
+                    check(name, r)
                 print(f"  {describe(r)}", flush=True)
             except Exception as e:
                 r = {"error": error_text(e)}
@@ -1152,31 +1155,34 @@ def regime_kafka_sink(args):
         for name, candidate in chosen.items():
             measure(spark, "warmup-" + name, candidate, small, workdir)
 
-        results = []
-        rounds = {name: [] for name in chosen}
-        for round_no in range(args.repeat):
-            for name, candidate in rotated(chosen, round_no):
-                print(f"running {name} (round {round_no + 1} of {args.repeat}) ...", flush=True)
-                r = measure(spark, name, candidate, source, workdir)
-                if name in written:
-                    exactly_once = "exactly_once" in name
-                    r["topic_records"] = topic_records(broker.bootstrap, written.pop(name), exactly_once)
-                    if r["topic_records"] != expected:
-                        raise SystemExit(
-                            f"{name} wrote {r['topic_records']:,} records, the operator forwards {expected:,}"
-                        )
-                print(f"  {r['rows_per_s']:,.0f} rows/s", flush=True)
-                rounds[name].append(r)
-        for name, runs in rounds.items():
-            middle = sorted(runs, key=lambda r: r["rows_per_s"])[len(runs) // 2]
-            results.append(dict(middle, name=name, rounds_rows_per_s=[r["rows_per_s"] for r in runs]))
+        def check(name, r):
+            """The topic the run wrote holds exactly what the operator forwards."""
+            if name in written:
+                exactly_once = "exactly_once" in name
+                r["topic_records"] = topic_records(broker.bootstrap, written.pop(name), exactly_once)
+                if r["topic_records"] != expected:
+                    raise SystemExit(
+                        f"{name} wrote {r['topic_records']:,} records, the operator forwards {expected:,}"
+                    )
+
+        results = run_rounds(
+            spark,
+            chosen,
+            source,
+            workdir,
+            args,
+            "rows_per_s",
+            lambda r: f"{r['rows_per_s']:,.0f} rows/s",
+            check=check,
+        )
     finally:
         stop_quietly(spark)
         if broker is not None:
             broker.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-    by_name = {r["name"]: r for r in results}
-    at_least_once = by_name.get("kstreams_kafka_sink")
+    at_least_once = next(
+        (r for r in results if r["name"] == "kstreams_kafka_sink" and "error" not in r), None
+    )
     table = regime_table(
         [
             "candidate",
