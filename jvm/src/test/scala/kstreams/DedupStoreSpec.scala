@@ -118,45 +118,114 @@ class DedupStoreSpec extends SparkSuite {
       got.sorted == want.sorted,
       s"forwarded but not by the oracle: ${got.diff(want).take(10)}; missing: ${want.diff(got).take(10)}")
 
-  test("a kept in-memory map is not used after a micro-batch that did not commit") {
-    // No offset column, so a record met again is a duplicate, not a re-delivery: a map that still
-    // held the failed micro-batch's entries would drop that micro-batch's records when it re-runs.
-    val batches = (0 until 5).map(b =>
-      (0 until 40).map(i =>
-        Event.at(
-          s"k$b-${i % 25}",
-          100.0 + b * 5 + i * 0.01,
-          partition = i % 2,
-          offset = b * 100L + i,
-          value = s"b$b-$i")))
-    val want = oracle(batches, e => Option(e.key))
-    val input = MemoryStream[Event](Encoders.product[Event], spark)
-    val deduped = KStream(input.toDF(), StreamColumns(offset = None)).deduplicateByKey(s"$Interval seconds").df
-    val checkpoint = Files.createTempDirectory("kept-map").toString
-    val output = mutable.TreeMap.empty[Long, Seq[String]]
-    var failOnce = true
-    def start() = deduped.writeStream
-      .option("checkpointLocation", checkpoint)
-      .foreachBatch { (df: DataFrame, batchId: Long) =>
-        val rows = df.collect().map(_.getAs[String]("value")).toSeq
-        if (batchId == 2 && failOnce) { failOnce = false; throw new RuntimeException("sink down") }
-        output.synchronized { output(batchId) = rows }
-        ()
-      }
-      .start()
-    var query = start()
-    try {
-      batches.foreach { b =>
-        input.addData(b)
-        try query.processAllAvailable()
-        catch {
-          case _: Exception => // the sink failed after the state was written: restart
-            query.stop(); query = start(); query.processAllAvailable()
+  private val keptMapOperators: Seq[(String, DataFrame => DataFrame, Boolean)] = Seq(
+    (
+      "deduplicateByKey",
+      df => KStream(df, StreamColumns(offset = None)).deduplicateByKey(s"$Interval seconds").df,
+      false),
+    (
+      "deduplicate (global)",
+      df => KStream(df, StreamColumns(offset = None)).deduplicate(col("key"), s"$Interval seconds").df,
+      true)
+  )
+
+  for ((opName, op, global) <- keptMapOperators)
+    test(s"$opName: a kept in-memory map is not used after a micro-batch that did not commit") {
+      // No offset column, so a record met again is a duplicate, not a re-delivery: a map that still
+      // held the failed micro-batch's entries would drop that micro-batch's records when it re-runs.
+      val batches = (0 until 5).map(b =>
+        (0 until 40).map(i =>
+          Event.at(
+            s"k$b-${i % 25}",
+            100.0 + b * 5 + i * 0.01,
+            partition = i % 2,
+            offset = b * 100L + i,
+            value = s"b$b-$i")))
+      val want = oracle(batches, e => Option(e.key), global)
+      val input = MemoryStream[Event](Encoders.product[Event], spark)
+      val deduped = op(input.toDF())
+      val checkpoint = Files.createTempDirectory("kept-map").toString
+      val output = mutable.TreeMap.empty[Long, Seq[String]]
+      var failOnce = true
+      def start() = deduped.writeStream
+        .option("checkpointLocation", checkpoint)
+        .foreachBatch { (df: DataFrame, batchId: Long) =>
+          val rows = df.collect().map(_.getAs[String]("value")).toSeq
+          if (batchId == 2 && failOnce) { failOnce = false; throw new RuntimeException("sink down") }
+          output.synchronized { output(batchId) = rows }
+          ()
         }
-      }
-    } finally query.stop()
-    assert(!failOnce, "the sink never failed")
-    assertSame(output.values.flatten.toSeq, want)
+        .start()
+      var query = start()
+      try {
+        batches.foreach { b =>
+          input.addData(b)
+          try query.processAllAvailable()
+          catch {
+            case _: Exception => // the sink failed after the state was written: restart
+              query.stop(); query = start(); query.processAllAvailable()
+          }
+        }
+      } finally query.stop()
+      assert(!failOnce, "the sink never failed")
+      assertSame(output.values.flatten.toSeq, want)
+    }
+
+  // deduplicate's in-memory store rebuilt from its log (its maps dropped before every micro-batch)
+  // must hold what the kept maps hold: the log's tombstones are what keeps a replaced, purged or
+  // evicted entry from coming back when another bucket of the id is dropped first. Interval 10 s,
+  // buckets of 10 s; `p`: partition, the records' offsets count up per partition.
+  private val rebuildCases: Seq[(String, Seq[Seq[(String, Double, Int)]], Seq[String])] = Seq(
+    (
+      "an entry replaced by one of an older bucket, which is dropped first",
+      // x@80 on the slow partition 1 replaces x@100 (20 s apart, not a duplicate); at 100 s on
+      // both partitions x@80's bucket is dropped and x evicted: x@105 is new
+      Seq(Seq(("x", 100, 0)), Seq(("x", 80, 1)), Seq(("z", 100, 1)), Seq(("b", 101, 0)), Seq(("x", 105, 0))),
+      Seq("x@100", "x@80", "z@100", "b@101", "x@105")),
+    (
+      "an entry purged by a partition it is dead for",
+      // partition 1 at 115 s: x@100 is dead for it, x@75 late; x is purged, so x@105 is new
+      Seq(Seq(("x", 100, 0), ("w", 115, 1)), Seq(("x", 75, 1)), Seq(("x", 105, 0))),
+      Seq("x@100", "w@115", "x@75", "x@105")),
+    (
+      "an entry evicted while its bucket stays",
+      // at 107 s on both partitions, x@81's bucket is dropped and x (now x@95, dead for both) is
+      // evicted; partition 2, new at 98 s, then finds no x
+      Seq(
+        Seq(("x", 81, 0)),
+        Seq(("x", 95, 0)),
+        Seq(("a", 107, 0), ("b", 107, 1)),
+        Seq(("c", 108, 0)),
+        Seq(("x", 98, 2))),
+      Seq("x@81", "x@95", "a@107", "b@107", "c@108", "x@98"))
+  )
+
+  for ((caseName, records, want) <- rebuildCases; rebuild <- Seq(false, true)) {
+    val how = if (rebuild) "rebuilt from the log before every micro-batch" else "kept in memory"
+    test(s"deduplicate (global), $how: $caseName") {
+      val offsets = mutable.Map.empty[Int, Long].withDefaultValue(0L)
+      val batches = records.map(_.map { case (id, seconds, p) =>
+        offsets(p) += 1
+        Event.at(id, seconds, partition = p, offset = offsets(p), value = s"$id@${seconds.toInt}")
+      })
+      val input = MemoryStream[Event](Encoders.product[Event], spark)
+      val got = mutable.ArrayBuffer.empty[String]
+      val query = KStream(input.toDF().withWatermark("timestamp", "1 hour")) // no sweep
+        .deduplicate(col("key"), "10 seconds")
+        .df
+        .writeStream
+        .foreachBatch { (df: DataFrame, _: Long) => got ++= df.collect().map(_.getAs[String]("value")); () }
+        .option("checkpointLocation", Files.createTempDirectory("rebuild").toString)
+        .start()
+      try
+        batches.foreach { b =>
+          if (rebuild) DedupCaches.clear()
+          input.addData(b)
+          query.processAllAvailable()
+        }
+      finally query.stop()
+      assert(got.sorted == want.sorted)
+    }
   }
 
   test("a bad memory setting is refused naming the setting") {

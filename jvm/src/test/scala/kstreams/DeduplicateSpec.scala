@@ -103,13 +103,17 @@ class DeduplicateSpec extends SparkSuite {
       (0 until 200).map(i => at(s"id$i", 101 + i * 0.01, partition = 1))
     val input = MemoryStream[Event](Encoders.product[Event], spark)
     val checkpoint = Files.createTempDirectory("spread").toString
-    val query = KStream(input.toDF())
-      .deduplicate(col("key"), "10 seconds")
-      .df
-      .writeStream
-      .format("noop")
-      .option("checkpointLocation", checkpoint)
-      .start()
+    spark.conf.set(DedupCaches.MemoryConf, "1") // spilled at a group's second id: one `entries` row per id
+    val query =
+      try
+        KStream(input.toDF())
+          .deduplicate(col("key"), "10 seconds")
+          .df
+          .writeStream
+          .format("noop")
+          .option("checkpointLocation", checkpoint)
+          .start()
+      finally spark.conf.unset(DedupCaches.MemoryConf)
     try {
       input.addData(Event.numbered(events))
       query.processAllAvailable()
@@ -130,25 +134,60 @@ class DeduplicateSpec extends SparkSuite {
     assert(entriesPerPartition.values.sum == 200L && entriesPerPartition.values.forall(_ >= 50L), entriesPerPartition)
   }
 
-  test("a checkpoint of the single-group deduplicate fails with a message naming the change") {
-    // written by kstreams before the spread: two micro-batches of deduplicate(key, 10 seconds)
-    val checkpoint = Files.createTempDirectory("one-group")
-    val fixture = java.nio.file.Paths.get(getClass.getResource("/checkpoints/deduplicate-one-group").toURI)
+  /** A copy of the checkpoint fixture `name`, written by an older kstreams in `writtenIn`. */
+  private def fixtureCopy(name: String, writtenIn: String): java.nio.file.Path = {
+    val checkpoint = Files.createTempDirectory(name)
+    val fixture = java.nio.file.Paths.get(getClass.getResource(s"/checkpoints/$name").toURI)
     java.nio.file.Files.walk(fixture).forEach { from =>
       val to = checkpoint.resolve(fixture.relativize(from).toString)
       if (java.nio.file.Files.isDirectory(from)) java.nio.file.Files.createDirectories(to)
       else java.nio.file.Files.copy(from, to)
     }
-    // Spark's operator metadata names its schema file by absolute path (the fixture was written
-    // in /tmp/global-v1): point it at the copy, and drop the Hadoop checksum of the old bytes.
+    // Spark's operator metadata names its schema file by absolute path: point it at the copy,
+    // and drop the Hadoop checksum of the old bytes.
     val operatorMetadata = checkpoint.resolve("state/0/_metadata/v2/0")
     java.nio.file.Files.writeString(
       operatorMetadata,
       java.nio.file.Files
         .readString(operatorMetadata)
-        .replace("file:/tmp/global-v1", checkpoint.toUri.toString.stripSuffix("/"))
+        .replace(s"file:$writtenIn", checkpoint.toUri.toString.stripSuffix("/"))
     )
     java.nio.file.Files.deleteIfExists(checkpoint.resolve("state/0/_metadata/v2/.0.crc"))
+    checkpoint
+  }
+
+  test("a checkpoint of the spread deduplicate from before its in-memory store keeps working") {
+    // Written by kstreams 86859ad (ids in RocksDB rows only), deduplicate(key, 10 seconds), two
+    // data micro-batches (MemoryStream offsets 0 and 1): id0..id19 at 100.0..101.9 s, then
+    // id10..id29 at 103.0..104.9 s (id20..id29 forwarded, at offsets 15..19 of partitions 0, 1).
+    val checkpoint = fixtureCopy("deduplicate-spread-ids", "/tmp/global-v2")
+    val got = scala.collection.mutable.ArrayBuffer.empty[String]
+    val input = MemoryStream[Event](Encoders.product[Event], spark)
+    val query = KStream(input.toDF())
+      .deduplicate(col("key"), "10 seconds")
+      .df
+      .writeStream
+      .foreachBatch { (df: DataFrame, _: Long) => got ++= df.collect().map(_.getAs[String]("value")); () }
+      .option("checkpointLocation", checkpoint.toString)
+      .start()
+    val batches = Seq(
+      // id20 re-delivered (its offset): forwarded; id5 and id25 meet their stored entries: dropped
+      Seq(at("id20", 104.0, 0, 15, "again"), at("id5", 105, 0, 20, "dup5"), at("id30", 106, 0, 21, "new30")),
+      Seq(at("id25", 106, 1, 20, "dup25")),
+      Seq(at("id31", 200, 0, 30, "far31"), at("id32", 200, 1, 30, "far32")),
+      // everything before 190 s is dead by then: id0 and id30 are new again
+      Seq(at("id0", 201, 0, 31, "again0"), at("id30", 201, 1, 31, "again30"))
+    )
+    try {
+      input.addData(Seq.empty[Event]); input.addData(Seq.empty[Event]) // offsets 0 and 1: done
+      batches.foreach { b => input.addData(b); query.processAllAvailable() }
+      assert(got.sorted == Seq("again", "again0", "again30", "far31", "far32", "new30"))
+    } finally query.stop()
+  }
+
+  test("a checkpoint of the single-group deduplicate fails with a message naming the change") {
+    // written by kstreams before the spread: two micro-batches of deduplicate(key, 10 seconds)
+    val checkpoint = fixtureCopy("deduplicate-one-group", "/tmp/global-v1")
     val input = MemoryStream[Event](Encoders.product[Event], spark)
     val query = KStream(input.toDF())
       .deduplicate(col("key"), "10 seconds")

@@ -7,7 +7,8 @@ import scala.jdk.CollectionConverters._
 import org.apache.spark.network.util.JavaUtils
 import org.apache.spark.sql.SparkSession
 
-/** The in-memory entry maps of the per-partition dedup processors, kept between micro-batches in
+/** The in-memory entry maps of the dedup processors ([[PerPartitionDedupProcessor]],
+  * [[GlobalDedupProcessor]]), kept between micro-batches in
   * the executor JVM so that a micro-batch does not re-read its partition's live entries from the
   * state store.
   *
@@ -52,7 +53,12 @@ private[kstreams] object DedupCaches {
   def budgetBytes(setting: Long): Long =
     if (setting > 0) setting else Runtime.getRuntime.maxMemory() / 4
 
-  private final case class Filed(token: Long, map: PerPartitionDedupProcessor.EntryMap, bytes: Long, filedNanos: Long)
+  /** A map that can be kept: its heap bytes, estimated. */
+  trait KeptMap {
+    def estimatedBytes: Long
+  }
+
+  private final case class Filed(token: Long, map: KeptMap, bytes: Long, filedNanos: Long)
 
   // A filed map is not changed until it is checked out again, so its size is taken once, at
   // filing; `totalBytes` is the sum over `filed`, both changed only under this object's lock.
@@ -69,12 +75,12 @@ private[kstreams] object DedupCaches {
   }
 
   /** The map filed for `id` if it was filed under `token`; removed from the registry either way. */
-  def checkOut(id: String, token: Long): Option[PerPartitionDedupProcessor.EntryMap] =
+  def checkOut(id: String, token: Long): Option[KeptMap] =
     remove(id).filter(_.token == token).map(_.map)
 
   /** Files `map` for `id` under `token`, then drops the least recently filed maps while the total
     * is over `budget` (never the one just filed: its group fit the budget on its own). */
-  def checkIn(id: String, token: Long, map: PerPartitionDedupProcessor.EntryMap, budget: Long): Unit = synchronized {
+  def checkIn(id: String, token: Long, map: KeptMap, budget: Long): Unit = synchronized {
     remove(id)
     val bytes = map.estimatedBytes
     filed.put(id, Filed(token, map, bytes, System.nanoTime()))

@@ -12,8 +12,8 @@ import kstreams.internal.plan._
   * `deduplicateByKeyValue` and `deduplicate` differ only in the dedup key and in whether state is
   * scoped to the input partition or global. Per-partition state uses the time-bucketed
   * [[PerPartitionDedupProcessor]]; the global store of `deduplicate`, where a purge by one partition's
-  * stream time must be seen by the others, uses [[GlobalDedupProcessor]] with one entry per id,
-  * spread over id hash groups.
+  * stream time must be seen by the others, uses [[GlobalDedupProcessor]], spread over id hash
+  * groups, whose log of writes and tombstones survives entries replaced by older ones.
   */
 private[kstreams] object Deduplicate {
 

@@ -74,21 +74,35 @@ private[kstreams] object SpreadRecord {
   * from the markers, and the largest timestamp of the partition's records of this micro-batch up
   * to this one, computed before the records are spread ([[SpreadRecord.withStreamTimes]]).
   *
-  * State, per group:
-  *  - `entries`: id bytes -> [[GlobalDedupEntry]] of the record that was forwarded (the truth,
-  *    read once per id and micro-batch, written once per changed id at its end);
-  *  - [[TimeBucketChunks]]: which ids were written under which time bucket (`max(interval, 1 s)`
-  *    of event time), so eviction reads only the ids of buckets that died, never all ids;
-  *  - `streamTimes`: every partition's stream time; `groups`: the group count the state was
-  *    written with.
-  *
   * Unlike in one partition, an id's entry can be replaced by one with a smaller timestamp (a slow
   * partition storing an id a fast one stored long before), and purged by a partition for which it
-  * is dead while it is live for another. Both are fine here: eviction removes an id only if its
-  * current entry in `entries` is dead, and an entry is written under its own bucket each time.
-  * Eviction removes entries dead for every partition the group knows (`ts < slowest stream time
-  * - interval`) when a micro-batch starts, and, by a timer, those behind the watermark (spec
-  * section 8).
+  * is dead while it is live for another. Eviction therefore removes an id only if its current
+  * entry is dead: it reads the ids written under the buckets (`max(interval, 1 s)` of event time)
+  * that died for every partition the group knows (`ts < slowest stream time - interval`) when a
+  * micro-batch starts, or behind the watermark when the group's timer fires (spec section 8), and
+  * removes those whose entry is older than that bound; it never scans all ids.
+  *
+  * Where the entries are, per group (as in [[PerPartitionDedupProcessor]], bounded by
+  * [[DedupCaches.MemoryConf]]):
+  *  - *in memory* (the usual case): the ids live in an [[IdMap]] kept in the executor between
+  *    micro-batches ([[DedupCaches]], used only under the token of the state version it matches);
+  *    a micro-batch reads no entry from the store and appends what it changed to `log`, a
+  *    [[TimeBucketChunks]] of entry writes and tombstones from which a lost map is rebuilt.
+  *  - *spilled*: when the ids need more than the group's share of memory, `entries` holds one
+  *    RocksDB row per id (read once per id and micro-batch, written once per changed id) and
+  *    `chunks` ([[TimeBucketChunks]]) the ids written under each bucket, for eviction. A group
+  *    returns to memory when its store has emptied. (A checkpoint written before the in-memory
+  *    mode existed is in this layout, and is read as a spilled store.)
+  *
+  * Why the log rebuilds exactly the entries: every write carries the group's micro-batch
+  * sequence number and goes under its entry's bucket; an id's entry is its write with the largest
+  * number, unless a tombstone of the id voids it (tombstones void the id's writes numbered below
+  * theirs). A write is only ever superseded by one numbered higher; when the new entry's bucket is
+  * older than the entry it replaces (or the entry is purged, or evicted while its bucket stays),
+  * a tombstone goes under the replaced entry's bucket. So every write that is not the id's entry
+  * is either voided by a tombstone or in a bucket no younger than the entry's, and buckets are
+  * dropped oldest first (all those that ended before the bound at once): a dropped bucket never
+  * uncovers an older write.
   */
 private[kstreams] final class GlobalDedupProcessor(
     intervalMicros: Long,
@@ -102,10 +116,15 @@ private[kstreams] final class GlobalDedupProcessor(
 
   private val bucketMicros = math.max(intervalMicros, 1000000L)
 
+  /** Tells this operator's maps apart in [[DedupCaches]]; made once on the driver. */
+  private val operatorId = java.util.UUID.randomUUID().toString
+
   @transient private var entries: MapState[Array[Byte], GlobalDedupEntry] = _
-  @transient private var buckets: TimeBucketChunks = _
+  @transient private var idBuckets: TimeBucketChunks = _
+  @transient private var log: TimeBucketChunks = _
   @transient private var streamTimes: MapState[Int, Long] = _
   @transient private var groups: ValueState[Int] = _
+  @transient private var mode: ValueState[GlobalStoreMode] = _
   @transient private var sweeper: Sweeper = _
   @transient private lazy val budgetBytes = DedupCaches.budgetBytes(memorySetting)
 
@@ -115,9 +134,11 @@ private[kstreams] final class GlobalDedupProcessor(
       Encoders.BINARY,
       Encoders.product[GlobalDedupEntry],
       TTLConfig.NONE)
-    buckets = new TimeBucketChunks(getHandle, bucketMicros)
+    idBuckets = new TimeBucketChunks(getHandle, bucketMicros)
+    log = new TimeBucketChunks(getHandle, bucketMicros, name = "logChunks")
     streamTimes = getHandle.getMapState[Int, Long]("streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
     groups = getHandle.getValueState[Int]("groups", Encoders.scalaInt, TTLConfig.NONE)
+    mode = getHandle.getValueState[GlobalStoreMode]("storeMode", Encoders.product[GlobalStoreMode], TTLConfig.NONE)
     sweeper = new Sweeper(getHandle, math.max(intervalMicros, PerPartitionDedupProcessor.IdleSweepMicros))
   }
 
@@ -125,10 +146,11 @@ private[kstreams] final class GlobalDedupProcessor(
       group: Int,
       rows: Iterator[SpreadRecord],
       timerValues: TimerValues): Iterator[CompactOutput] = {
-    checkLayout(group)
+    val store = new GroupStore(group, checkLayout(group))
     val times = new StreamTimes(streamTimes)
-    dropDeadBuckets(slowestStreamTime() - intervalMicros)
-    val touched = new Touched
+    val slowest = slowestStreamTime()
+    // no partition known yet: nothing is dead (and Long.MinValue - interval would wrap around)
+    store.open(if (slowest == Long.MinValue) Long.MinValue else slowest - intervalMicros)
     val batchMax = mutable.HashMap.empty[Int, Long]
     val emit = new CompactEmitter(lateRecords)
     var lastPartition = Int.MinValue
@@ -147,13 +169,13 @@ private[kstreams] final class GlobalDedupProcessor(
         } else {
           val liveFrom = math.max(times.current(r.partition), r.streamTimeMicros) - intervalMicros
           if (r.keyNull) emit.forward(r.payload)
-          else if (!shouldForward(r, liveFrom, touched)) emit.duplicate()
+          else if (!shouldForward(r, liveFrom, store)) emit.duplicate()
           else emit.forwardable(r.payload, late = r.timestampMicros < liveFrom)
         }
       }
       .filter(_ != null)
     emitted ++ {
-      touched.flush()
+      store.close()
       batchMax.foreach { case (p, ts) => times.advance(p, ts) }
       times.flush()
       if (useTimers) sweeper.ensureArmed(timerValues)
@@ -163,78 +185,246 @@ private[kstreams] final class GlobalDedupProcessor(
 
   /** The spec's rule for a record with a non-null id whose partition's `S - interval` is
     * `liveFrom`. */
-  private def shouldForward(r: SpreadRecord, liveFrom: Long, touched: Touched): Boolean = {
-    val e = touched.entry(r.key)
+  private def shouldForward(r: SpreadRecord, liveFrom: Long, store: GroupStore): Boolean = {
+    val e = store.entry(r.key)
     val isLive = e.present && e.timestampMicros >= liveFrom
     if (isLive && math.abs(e.timestampMicros - r.timestampMicros) <= intervalMicros) {
       // a duplicate; the same record re-delivered after a failure is forwarded again
       hasOffset && r.offset != Long.MinValue && e.offset == r.offset && e.partition == r.partition
     } else {
-      if (r.timestampMicros >= liveFrom) e.set(r.timestampMicros, r.partition, r.offset)
-      else if (e.present && !isLive) e.purge() // late, and the entry is dead for this partition
+      if (r.timestampMicros >= liveFrom) store.set(e, r.timestampMicros, r.partition, r.offset)
+      else if (e.present && !isLive) store.purge(e) // late, and the entry is dead for this partition
       true
     }
   }
 
-  /** The ids one micro-batch read or changed: each read from `entries` once, each change written
-    * back once at the end (or earlier when the map reaches the memory budget). */
-  private final class Touched {
-    private val map = new java.util.HashMap[ByteBuffer, Slot]()
-    private var bytes = 0L
+  /** Maps are kept between micro-batches only for streaming queries (a batch DataFrame is one). */
+  private def cacheId(group: Int): Option[String] =
+    if (!useTimers) None else Some(s"${getHandle.getQueryInfo().getQueryId}/$operatorId/$group")
 
+  /** One group's ids during one micro-batch (or one timer), numbered `stored.seq + 1`. */
+  private final class GroupStore(group: Int, stored: GlobalStoreMode) {
+    private val id = cacheId(group)
+    private val seq = stored.seq + 1
+    private var spilled = stored.spilled
+    private var map: IdMap = _
+    // slots this micro-batch changed, each once, and the tombstones it owes, by bucket
+    private val changed = mutable.ArrayBuffer.empty[Slot]
+    private val tombstones = mutable.LongMap.empty[mutable.ArrayBuffer[(Array[Byte], Long)]]
+
+    /** Finds the group's ids and evicts those dead below `evictBelow`. */
+    def open(evictBelow: Long): Unit = {
+      if (spilled) {
+        dropDeadIds(evictBelow)
+        if (!idBuckets.nonEmpty) { entries.clear(); spilled = false } // the store emptied
+      }
+      if (spilled) map = new IdMap
+      else {
+        map = id
+          .flatMap(i => if (stored.token == 0L) None else DedupCaches.checkOut(i, stored.token))
+          .collect { case kept: IdMap => kept }
+          .getOrElse(rebuild(pushedOut = id.exists(DedupCaches.pushedOut)))
+        if (spilled) dropDeadIds(evictBelow) else dropDeadLog(evictBelow)
+      }
+    }
+
+    /** The slot of `key`, read from `entries` the first time a spilled micro-batch sees it. A key
+      * the map does not hold gets a detached absent slot, added by [[set]]. */
     def entry(key: Array[Byte]): Slot = {
-      val k = ByteBuffer.wrap(key)
-      var slot = map.get(k)
+      if (map.estimatedBytes > budgetBytes && (!spilled || map.size >= PerPartitionDedupProcessor.MinFlushEntries))
+        if (spilled) flushSpilled() else spill()
+      var slot = map.get(key)
       if (slot == null) {
-        if (bytes > budgetBytes && map.size >= PerPartitionDedupProcessor.MinFlushEntries) flush()
         slot = new Slot(key)
-        val stored = entries.getValue(key)
-        if (stored != null) {
-          slot.present = true; slot.timestampMicros = stored.timestampMicros
-          slot.partition = stored.partition; slot.offset = stored.offset
+        if (spilled) {
+          val e = entries.getValue(key)
+          if (e != null) slot.load(e.timestampMicros, e.partition, e.offset)
+          map.add(slot)
         }
-        map.put(k, slot)
-        bytes += key.length + SlotBytes
       }
       slot
     }
 
-    def flush(): Unit = {
+    def set(slot: Slot, ts: Long, partition: Int, offset: Long): Unit = {
+      touched(slot)
+      slot.present = true; slot.timestampMicros = ts; slot.partition = partition; slot.offset = offset
+    }
+
+    def purge(slot: Slot): Unit = { touched(slot); slot.present = false }
+
+    private def touched(slot: Slot): Unit = if (!slot.changed) {
+      slot.changed = true
+      changed += slot
+      if (!map.contains(slot.key)) map.add(slot)
+    }
+
+    /** Writes what this micro-batch changed and files the map for the next one. */
+    def close(): Unit = {
+      if (spilled) {
+        flushSpilled()
+        mode.update(GlobalStoreMode(0L, spilled = true, seq))
+        id.foreach(DedupCaches.drop)
+      } else {
+        writeLog()
+        val token = PerPartitionDedupProcessor.newToken()
+        mode.update(GlobalStoreMode(token, spilled = false, seq))
+        id.foreach(DedupCaches.checkIn(_, token, map, budgetBytes))
+      }
+    }
+
+    /** Timer: evicts ids dead below `evictBelow`, says whether any state is left. */
+    def sweep(evictBelow: Long): Boolean = {
+      open(evictBelow)
+      close()
+      if (spilled) idBuckets.nonEmpty else log.nonEmpty
+    }
+
+    // ---- spilled: `entries` and `chunks` ----
+
+    /** Writes the changed ids to `entries` and their ids under their buckets; empties the map. */
+    private def flushSpilled(): Unit = {
       val byBucket = mutable.LongMap.empty[mutable.ArrayBuffer[Array[Byte]]]
-      map.values().forEach { s =>
-        if (s.changed) {
-          if (!s.present) entries.removeKey(s.key)
-          else {
-            entries.updateValue(s.key, GlobalDedupEntry(s.timestampMicros, s.partition, s.offset))
-            byBucket.getOrElseUpdate(buckets.bucketOf(s.timestampMicros), mutable.ArrayBuffer.empty) += s.key
+      changed.foreach { s =>
+        if (!s.present) entries.removeKey(s.key)
+        else {
+          entries.updateValue(s.key, GlobalDedupEntry(s.timestampMicros, s.partition, s.offset))
+          byBucket.getOrElseUpdate(idBuckets.bucketOf(s.timestampMicros), mutable.ArrayBuffer.empty) += s.key
+        }
+      }
+      byBucket.foreach { case (bucket, keys) => idBuckets.append(bucket, encodeKeys(keys.toSeq))(eachIdOnce) }
+      changed.clear(); map = new IdMap
+    }
+
+    /** Removes the ids of the buckets that cannot hold `ts >= evictBelow` whose current entry is
+      * dead (an id written again later keeps its newer entry). */
+    private def dropDeadIds(evictBelow: Long): Unit =
+      idBuckets.removeDead(evictBelow) { bytes =>
+        decodeKeys(bytes) { key =>
+          val e = entries.getValue(key)
+          if (e != null && e.timestampMicros < evictBelow) entries.removeKey(key)
+        }
+      }
+
+    /** The map outgrew the budget: every id it holds (this micro-batch's changes included) becomes
+      * a row of `entries`, listed under its bucket in `chunks`; the log is dropped. */
+    private def spill(): Unit = {
+      val byBucket = mutable.LongMap.empty[mutable.ArrayBuffer[Array[Byte]]]
+      map.foreach { s =>
+        if (s.present) {
+          entries.updateValue(s.key, GlobalDedupEntry(s.timestampMicros, s.partition, s.offset))
+          byBucket.getOrElseUpdate(idBuckets.bucketOf(s.timestampMicros), mutable.ArrayBuffer.empty) += s.key
+        }
+      }
+      byBucket.foreach { case (bucket, keys) => idBuckets.append(bucket, encodeKeys(keys.toSeq))(eachIdOnce) }
+      log.clear()
+      changed.clear(); tombstones.clear()
+      spilled = true
+      map = new IdMap
+      id.foreach(DedupCaches.drop)
+    }
+
+    // ---- in memory: the map and the log ----
+
+    private def tombstone(bucket: Long, key: Array[Byte], voidBelow: Long): Unit =
+      tombstones.getOrElseUpdate(bucket, mutable.ArrayBuffer.empty) += ((key, voidBelow))
+
+    /** Appends this micro-batch's writes and tombstones to the log (see the class comment). */
+    private def writeLog(): Unit = {
+      val writes = mutable.LongMap.empty[mutable.ArrayBuffer[Slot]]
+      changed.foreach { s =>
+        if (s.present) {
+          val bucket = log.bucketOf(s.timestampMicros)
+          writes.getOrElseUpdate(bucket, mutable.ArrayBuffer.empty) += s
+          // replaced by an entry of an older bucket: void the replaced one where it outlives it
+          if (s.storedPresent && log.bucketOf(s.storedMicros) > bucket)
+            tombstone(log.bucketOf(s.storedMicros), s.key, seq)
+        } else {
+          if (s.storedPresent) tombstone(log.bucketOf(s.storedMicros), s.key, seq + 1) // purged
+          map.remove(s.key)
+        }
+        s.committed()
+      }
+      changed.clear()
+      (writes.keySet ++ tombstones.keySet).foreach { bucket =>
+        val w = writes.getOrElse(bucket, mutable.ArrayBuffer.empty[Slot])
+        val t = tombstones.getOrElse(bucket, mutable.ArrayBuffer.empty[(Array[Byte], Long)])
+        log.append(
+          bucket,
+          encodeLog(w.iterator.map(s => LogRecord.write(s, seq)) ++ t.iterator.map { case (key, voidBelow) =>
+            LogRecord.tombstone(key, voidBelow)
+          }))(compactLog)
+      }
+      tombstones.clear()
+    }
+
+    /** [[dropDeadIds]] for the in-memory store: the ids written under the dead buckets are read
+      * from the log; one evicted while its entry's bucket stays gets a tombstone there. */
+    private def dropDeadLog(evictBelow: Long): Unit =
+      log.removeDead(evictBelow) { bytes =>
+        decodeLog(bytes) { rec =>
+          if (!rec.isTombstone) {
+            val slot = map.get(rec.key)
+            if (slot != null && slot.present && slot.timestampMicros < evictBelow) {
+              val entryBucket = log.bucketOf(slot.timestampMicros)
+              if (log.bucketEnd(entryBucket) > evictBelow) tombstone(entryBucket, rec.key, seq)
+              map.remove(rec.key)
+            }
           }
         }
       }
-      byBucket.foreach { case (bucket, keys) => buckets.append(bucket, encodeKeys(keys.toSeq))(eachIdOnce) }
-      map.clear(); bytes = 0
+
+    /** The map as the log says (an id's entry: its highest-numbered write no tombstone voids); the
+      * group spills instead if it needs more than half the budget, or if its map was pushed out
+      * of [[DedupCaches]] to make room for others. */
+    private def rebuild(pushedOut: Boolean): IdMap = {
+      val latest = new IdMap
+      val voidBelow = mutable.HashMap.empty[ByteBuffer, Long]
+      log
+        .all()
+        .foreach(bytes =>
+          decodeLog(bytes) { rec =>
+            if (rec.isTombstone) {
+              val k = ByteBuffer.wrap(rec.key)
+              voidBelow(k) = math.max(voidBelow.getOrElse(k, Long.MinValue), rec.seq)
+            } else {
+              val slot = latest.get(rec.key)
+              if (slot == null || slot.seq < rec.seq) {
+                val s = new Slot(rec.key)
+                s.load(rec.timestampMicros, rec.partition, rec.offset)
+                s.seq = rec.seq
+                latest.remove(rec.key)
+                latest.add(s)
+              }
+            }
+          })
+      voidBelow.foreach { case (key, below) =>
+        val slot = latest.get(key.array())
+        if (slot != null && slot.seq < below) latest.remove(key.array())
+      }
+      if (pushedOut || latest.estimatedBytes > budgetBytes / 2) { map = latest; spill(); map }
+      else latest
     }
   }
 
-  /** A full bucket's chunks rewritten with each id once. */
+  /** A full bucket of `chunks` rewritten with each id once. */
   private def eachIdOnce(all: Seq[Array[Byte]]): Seq[Array[Byte]] = {
     val ids = mutable.LinkedHashMap.empty[ByteBuffer, Array[Byte]]
     all.foreach(c => decodeKeys(c)(k => ids(ByteBuffer.wrap(k)) = k))
     encodeKeys(ids.values.toSeq)
   }
 
-  /** Removes the ids of the buckets that cannot hold `ts >= evictBelow` whose current entry is
-    * dead (an id written again later keeps its newer entry). */
-  private def dropDeadBuckets(evictBelow: Long): Unit =
-    buckets.deadBuckets(evictBelow).foreach { case (bucket, count) =>
-      buckets.remove(
-        bucket,
-        count,
-        Some(bytes =>
-          decodeKeys(bytes) { key =>
-            val e = entries.getValue(key)
-            if (e != null && e.timestampMicros < evictBelow) entries.removeKey(key)
-          }))
-    }
+  /** A full bucket of the log rewritten with each id's highest-numbered write and tombstone. */
+  private def compactLog(all: Seq[Array[Byte]]): Seq[Array[Byte]] = {
+    val writes = mutable.LinkedHashMap.empty[ByteBuffer, LogRecord]
+    val voids = mutable.LinkedHashMap.empty[ByteBuffer, LogRecord]
+    all.foreach(c =>
+      decodeLog(c) { rec =>
+        val kept = if (rec.isTombstone) voids else writes
+        val k = ByteBuffer.wrap(rec.key)
+        if (kept.get(k).forall(_.seq < rec.seq)) kept(k) = rec
+      })
+    encodeLog(writes.valuesIterator ++ voids.valuesIterator)
+  }
 
   /** The smallest stream time of the partitions this group knows (Long.MinValue for none). */
   private def slowestStreamTime(): Long = {
@@ -242,34 +432,42 @@ private[kstreams] final class GlobalDedupProcessor(
     if (slowest == Long.MaxValue) Long.MinValue else slowest
   }
 
-  /** Refuses state written with another group count, or by the single-group `deduplicate` of
-    * kstreams before the spread (its one group 0 kept `streamTimes` but no group count). */
-  private def checkLayout(group: Int): Unit =
+  /** The group's store mode; refuses state written with another group count, or by the
+    * single-group `deduplicate` of kstreams before the spread (its one group 0 kept `streamTimes`
+    * but no group count). State of the spread store from before the in-memory mode has a group
+    * count but no mode: it is spilled. */
+  private def checkLayout(group: Int): GlobalStoreMode =
     if (groups.exists()) {
       val written = groups.get()
       if (written != SpreadRecord.Groups)
         throw new KStreamsException(
           s"this checkpoint's deduplicate state is spread over $written id groups, this version of " +
             s"kstreams uses ${SpreadRecord.Groups}: run the query from a new checkpoint")
+      Option(mode.get()).getOrElse(GlobalStoreMode(0L, spilled = true, 0L))
     } else if (streamTimes.exists()) {
       throw new KStreamsException(OneGroupCheckpoint)
-    } else groups.update(SpreadRecord.Groups)
+    } else {
+      groups.update(SpreadRecord.Groups)
+      GlobalStoreMode(0L, spilled = false, 0L)
+    }
 
   override def handleExpiredTimer(
       group: Int,
       timerValues: TimerValues,
       expiredTimerInfo: ExpiredTimerInfo): Iterator[CompactOutput] = {
-    checkLayout(group)
-    sweeper.fired(timerValues, streamTimes) { sweepTime =>
-      dropDeadBuckets(sweepTime - intervalMicros)
-      buckets.nonEmpty
-    }
+    val stored = checkLayout(group)
+    sweeper.fired(timerValues, streamTimes)(sweepTime =>
+      new GroupStore(group, stored).sweep(sweepTime - intervalMicros))
     Iterator.empty
   }
 }
 
-/** An id's entry in the global store: the forwarded record's timestamp and position. */
+/** An id's entry in the spilled global store: the forwarded record's timestamp and position. */
 private[kstreams] final case class GlobalDedupEntry(timestampMicros: Long, partition: Int, offset: Long)
+
+/** Whether a group of the global store is spilled, the token of its kept map ([[DedupCaches]]),
+  * and the number of its latest micro-batch (or timer), which numbers its log records. */
+private[kstreams] final case class GlobalStoreMode(token: Long, spilled: Boolean, seq: Long)
 
 private[kstreams] object GlobalDedupProcessor {
   val OneGroupCheckpoint: String =
@@ -278,22 +476,90 @@ private[kstreams] object GlobalDedupProcessor {
       "the query from a new checkpoint (to lose no duplicates, start it from the old query's last " +
       "committed offsets minus the dedup interval)"
 
-  /** Heap bytes per touched id besides the key: the map node, the key's buffer, the slot. */
+  /** Heap bytes per id besides the key: the map node, the key's buffer, the slot. */
   private val SlotBytes = 160
 
-  /** One id as a micro-batch sees it; `changed` when it must be written back. */
+  /** One id as the store sees it: its entry now (`present`, timestamp, position), its entry as
+    * last written to the log (`storedPresent`, `storedMicros`), and whether this micro-batch
+    * changed it. */
   final class Slot(val key: Array[Byte]) {
     var present = false
     var timestampMicros = 0L
     var partition = 0
     var offset = 0L
     var changed = false
+    var storedPresent = false
+    var storedMicros = 0L
+    var seq = 0L // only while the map is rebuilt from the log
 
-    def set(ts: Long, p: Int, o: Long): Unit = {
-      present = true; timestampMicros = ts; partition = p; offset = o; changed = true
+    def load(ts: Long, p: Int, o: Long): Unit = {
+      present = true; timestampMicros = ts; partition = p; offset = o
+      storedPresent = true; storedMicros = ts
     }
 
-    def purge(): Unit = { present = false; changed = true }
+    /** The change is in the store now. */
+    def committed(): Unit = { changed = false; storedPresent = present; storedMicros = timestampMicros }
+  }
+
+  /** Id bytes -> [[Slot]], with its estimated heap bytes. */
+  final class IdMap extends DedupCaches.KeptMap {
+    private val slots = new java.util.HashMap[ByteBuffer, Slot]()
+    private var bytes = 0L
+
+    def estimatedBytes: Long = bytes
+    def size: Int = slots.size
+    def get(key: Array[Byte]): Slot = slots.get(ByteBuffer.wrap(key))
+    def contains(key: Array[Byte]): Boolean = slots.containsKey(ByteBuffer.wrap(key))
+
+    def add(slot: Slot): Unit =
+      if (slots.put(ByteBuffer.wrap(slot.key), slot) == null) bytes += slot.key.length + SlotBytes
+
+    def remove(key: Array[Byte]): Unit =
+      if (slots.remove(ByteBuffer.wrap(key)) != null) bytes -= key.length + SlotBytes
+
+    def foreach(f: Slot => Unit): Unit = slots.values().forEach(s => f(s))
+  }
+
+  /** One record of the log: an entry write (numbered `seq`) or a tombstone voiding the id's writes
+    * numbered below `seq`. */
+  final case class LogRecord(
+      isTombstone: Boolean,
+      key: Array[Byte],
+      seq: Long,
+      timestampMicros: Long,
+      partition: Int,
+      offset: Long)
+
+  object LogRecord {
+    def write(s: Slot, seq: Long): LogRecord =
+      LogRecord(isTombstone = false, s.key, seq, s.timestampMicros, s.partition, s.offset)
+    def tombstone(key: Array[Byte], voidBelow: Long): LogRecord =
+      LogRecord(isTombstone = true, key, voidBelow, 0L, 0, 0L)
+  }
+
+  /** Log records as `[tombstone 0/1][key length][key][seq][timestamp][partition][offset]`, in
+    * chunks of at most [[TimeBucketChunks.MaxChunkEntries]]. */
+  def encodeLog(records: Iterator[LogRecord]): Seq[Array[Byte]] =
+    records
+      .grouped(TimeBucketChunks.MaxChunkEntries)
+      .map { part =>
+        val out = ByteBuffer.allocate(part.iterator.map(r => 1 + 4 + r.key.length + 28).sum)
+        part.foreach { r =>
+          out.put((if (r.isTombstone) 1 else 0).toByte).putInt(r.key.length).put(r.key)
+          out.putLong(r.seq).putLong(r.timestampMicros).putInt(r.partition).putLong(r.offset)
+        }
+        out.array()
+      }
+      .toSeq
+
+  def decodeLog(bytes: Array[Byte])(f: LogRecord => Unit): Unit = {
+    val in = ByteBuffer.wrap(bytes)
+    while (in.hasRemaining) {
+      val tombstone = in.get() == 1
+      val key = new Array[Byte](in.getInt())
+      in.get(key)
+      f(LogRecord(tombstone, key, in.getLong(), in.getLong(), in.getInt(), in.getLong()))
+    }
   }
 
   /** Ids as `[length][bytes]`, one after the other, in chunks of at most

@@ -148,6 +148,7 @@ private[kstreams] final class PerPartitionDedupProcessor(
       if (spilled) new EntryMap
       else
         id.flatMap(i => if (stored == null) None else DedupCaches.checkOut(i, stored.token))
+          .collect { case kept: EntryMap => kept }
           .getOrElse(load(liveFromAtStart, pushedOut = id.exists(DedupCaches.pushedOut)))
 
     /** The spec's rule for a record with a non-null key; updates the entries. */
@@ -358,7 +359,7 @@ private[kstreams] object PerPartitionDedupProcessor {
     * arrays: the per-record lookup is a hash of the key's bytes and an array probe, no boxing and
     * no allocation. Dead entries stay until [[retain]] rebuilds the map (they are ignored by
     * timestamp), which the processor does when the map has doubled since the last rebuild. */
-  final class EntryMap {
+  final class EntryMap extends DedupCaches.KeptMap {
     private var capacity = 1024
     private var keys = new Array[Array[Byte]](capacity)
     private var hashes = new Array[Int](capacity)

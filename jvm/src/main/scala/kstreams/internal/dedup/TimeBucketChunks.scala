@@ -13,7 +13,8 @@ import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLCon
   * A bucket is `bucketMicros` of event time. Each micro-batch appends its entries of a bucket as
   * new chunks (one RocksDB value each, at most [[TimeBucketChunks.MaxChunkEntries]] entries), so a
   * write never reads or rewrites what a bucket already holds. Two map states, named `chunks` and
-  * `chunkCounts` in every checkpoint: chunk key ([[TimeBucketChunks.chunkKey]]) -> bytes, and
+  * `chunkCounts` (or `<name>` and `<name>` without its last `s` plus `Counts`, for a processor that
+  * keeps two indexes) in every checkpoint: chunk key ([[TimeBucketChunks.chunkKey]]) -> bytes, and
   * bucket -> number of chunks.
   *
   * {{{
@@ -25,13 +26,18 @@ import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLCon
 private[kstreams] final class TimeBucketChunks(
     handle: StatefulProcessorHandle,
     bucketMicros: Long,
-    maxChunksPerBucket: Int = TimeBucketChunks.MaxChunksPerBucket) {
+    maxChunksPerBucket: Int = TimeBucketChunks.MaxChunksPerBucket,
+    name: String = "chunks") {
   import TimeBucketChunks._
 
   private val chunks: MapState[Long, Array[Byte]] =
-    handle.getMapState[Long, Array[Byte]]("chunks", Encoders.scalaLong, Encoders.BINARY, TTLConfig.NONE)
+    handle.getMapState[Long, Array[Byte]](name, Encoders.scalaLong, Encoders.BINARY, TTLConfig.NONE)
   private val chunkCounts: MapState[Long, Int] =
-    handle.getMapState[Long, Int]("chunkCounts", Encoders.scalaLong, Encoders.scalaInt, TTLConfig.NONE)
+    handle.getMapState[Long, Int](
+      name.stripSuffix("s") + "Counts",
+      Encoders.scalaLong,
+      Encoders.scalaInt,
+      TTLConfig.NONE)
 
   def bucketOf(timestampMicros: Long): Long = Math.floorDiv(timestampMicros, bucketMicros)
 
@@ -77,7 +83,15 @@ private[kstreams] final class TimeBucketChunks(
     chunkCounts.removeKey(bucket)
   }
 
+  /** Deletes every bucket whose every entry has `ts < evictBelow`, handing each chunk to `read`
+    * first. */
+  def removeDead(evictBelow: Long)(read: Array[Byte] => Unit): Unit =
+    deadBuckets(evictBelow).foreach { case (bucket, count) => remove(bucket, count, Some(read)) }
+
   def nonEmpty: Boolean = chunkCounts.exists()
+
+  /** Deletes every bucket. */
+  def clear(): Unit = chunkCounts.iterator().toVector.foreach { case (bucket, count) => remove(bucket, count, None) }
 }
 
 private[kstreams] object TimeBucketChunks {
