@@ -193,6 +193,30 @@ def test_mistakes_get_one_line_before_spark_starts(tmp_path):
         assert elapsed < 10, (args, elapsed)
 
 
+def test_an_expression_mistake_found_by_spark_is_one_line_before_the_session(tmp_path):
+    """--id mistakes only Spark's parser finds: exit 2 and one line (none of the JVM's start-up
+    lines), before any session or query starts (nothing is written under --checkpoint)."""
+    import socket
+
+    with socket.socket() as broker:  # a port that accepts connections: the broker check passes
+        broker.bind(("127.0.0.1", 0))
+        broker.listen()
+        port = broker.getsockname()[1]
+        for expression, expected in [
+            ("valu", "--id 'valu': no column 'valu' (the columns are key, value, topic, partition,"),
+            ("key +* 2", "--id 'key +* 2': "),
+        ]:
+            out = run_cli(
+                *("dedup", "--topic", "t", "--output-topic", "o", "--checkpoint", str(tmp_path / "ck")),
+                *("--bootstrap-servers", f"127.0.0.1:{port}", "--by", "id", "--id", expression),
+                timeout=120,
+            )
+            assert out.returncode == 2, out.stderr[-2000:]
+            assert out.stderr.startswith(f"kstreams-spark dedup: error: {expected}"), out.stderr
+            assert out.stderr.count("\n") == 1, out.stderr
+            assert not (tmp_path / "ck").exists()
+
+
 def test_bare_command_prints_help_and_writes_nothing(tmp_path):
     out = run_cli(cwd=tmp_path, timeout=60)
     assert out.returncode == 2

@@ -20,13 +20,15 @@ command it prints its help.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
 import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -631,13 +633,15 @@ def run_dedup(args: argparse.Namespace) -> int:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
     )
-    if args.id:
-        # Only Spark can read an expression: its JVM does (in ~2 s), before the session starts
-        problem = door_before_session(builder).expressionProblem(args.id, KAFKA_SOURCE_COLUMNS)
-        if problem:
-            return _fail(args, f"--id {args.id!r}: {problem}", 2)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR" if args.verbose else "OFF")  # errors: one line, by main
+    with _jvm_start_up_quiet(not args.verbose) as start_up_done:
+        if args.id:
+            # Only Spark can read an expression: its JVM does (in ~3 s), before the session starts
+            problem = door_before_session(builder).expressionProblem(args.id, KAFKA_SOURCE_COLUMNS)
+            if problem:
+                return _fail(args, f"--id {args.id!r}: {problem}", 2)
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR" if args.verbose else "OFF")  # errors: one line, by main
+        start_up_done()
     try:
         reader = (
             spark.readStream.format("kafka")
@@ -718,6 +722,41 @@ def run_dedup(args: argparse.Namespace) -> int:
         return 0
     finally:
         spark.stop()
+
+
+@contextlib.contextmanager
+def _jvm_start_up_quiet(quiet: bool) -> Iterator[Callable[[], None]]:
+    """Runs the block with file descriptor 2 of a JVM started in it (Spark's driver) going to a pipe
+    that drops what the JVM writes until the block calls the function it is given (Spark's start-up
+    lines: its log4j profile, the host name, native libraries), and then copies it to stderr. So a
+    mistake found in the JVM is one line, as the others are; the JVM's later output (a fatal error)
+    still shows. ``quiet`` False (``--verbose``): nothing is dropped."""
+    if not quiet:
+        yield lambda: None
+        return
+    done = threading.Event()
+    read_end, write_end = os.pipe()
+    terminal = os.dup(2)
+    sys.stderr.flush()
+    os.dup2(write_end, 2)  # a process started now inherits the pipe as its stderr
+    os.close(write_end)
+    own_stderr = sys.stderr
+    sys.stderr = open(terminal, "w", buffering=1, closefd=False)  # Python's lines still show
+
+    def copy() -> None:
+        with os.fdopen(read_end, "rb", buffering=0) as pipe:
+            for line in iter(pipe.readline, b""):
+                if done.is_set():
+                    os.write(terminal, line)
+
+    threading.Thread(target=copy, name="kstreams-jvm-stderr", daemon=True).start()
+    try:
+        yield done.set
+    finally:
+        done.set()
+        sys.stderr.flush()
+        sys.stderr = own_stderr
+        os.dup2(terminal, 2)  # `terminal` stays open: the copy thread writes to it
 
 
 def _first_line(error: Exception) -> str:
