@@ -476,8 +476,9 @@ private[kstreams] object GlobalDedupProcessor {
       "the query from a new checkpoint (to lose no duplicates, start it from the old query's last " +
       "committed offsets minus the dedup interval)"
 
-  /** Heap bytes per id besides the key: the map node, the key's buffer, the slot. */
-  private val SlotBytes = 160
+  /** Heap bytes per id besides the key's bytes: the map's node and table slot (about 40), the key's
+    * `ByteBuffer` (56), the [[Slot]] (56) and the key array's header (16). */
+  private val SlotBytes = 170
 
   /** One id as the store sees it: its entry now (`present`, timestamp, position), its entry as
     * last written to the log (`storedPresent`, `storedMicros`), and whether this micro-batch
