@@ -11,11 +11,11 @@ import org.apache.spark.sql.functions.col
 
 import kstreams.internal.dedup._
 
-/** The per-partition dedup store at every memory setting: kept in memory between micro-batches,
-  * spilled to one RocksDB row per key from the start, and spilling in the middle of a stream, each
-  * against an oracle written from SEMANTICS.md section 2 (not from the processor), in one
-  * micro-batch and in many with restarts; and a kept in-memory map must never outlive a
-  * micro-batch that did not commit. */
+/** The dedup stores (per partition and global) at every memory setting: kept in memory between
+  * micro-batches, spilled to one RocksDB row per key early, and spilling in the middle of a stream,
+  * each against an oracle written from SEMANTICS.md section 2 (not from the processor), in one
+  * micro-batch and in many with restarts; a kept in-memory map must never outlive a micro-batch
+  * that did not commit; and the global store's map rebuilt from its log must equal the kept one. */
 class DedupStoreSpec extends SparkSuite {
   private val Interval = 30.0 // seconds
 
