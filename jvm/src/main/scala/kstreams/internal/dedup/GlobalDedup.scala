@@ -5,6 +5,7 @@ package dedup
 import java.nio.ByteBuffer
 
 import scala.collection.mutable
+import scala.jdk.CollectionConverters._
 
 import org.apache.spark.sql.Encoders
 import org.apache.spark.sql.streaming._
@@ -255,7 +256,7 @@ private[kstreams] final class GlobalDedupProcessor(
     private def touched(slot: Slot): Unit = if (!slot.changed) {
       slot.changed = true
       changed += slot
-      if (!map.contains(slot.key)) map.add(slot)
+      if (!slot.held) map.add(slot)
     }
 
     /** Writes what this micro-batch changed and files the map for the next one. */
@@ -283,8 +284,15 @@ private[kstreams] final class GlobalDedupProcessor(
 
     /** Writes the changed ids to `entries` and their ids under their buckets; empties the map. */
     private def flushSpilled(): Unit = {
+      writeSpilled(changed.iterator)
+      changed.clear(); map = new IdMap
+    }
+
+    /** `slots` as rows of `entries` (an absent one deleted), each present id listed under its
+      * bucket in `chunks`. */
+    private def writeSpilled(slots: Iterator[Slot]): Unit = {
       val byBucket = mutable.LongMap.empty[mutable.ArrayBuffer[Array[Byte]]]
-      changed.foreach { s =>
+      slots.foreach { s =>
         if (!s.present) entries.removeKey(s.key)
         else {
           entries.updateValue(s.key, GlobalDedupEntry(s.timestampMicros, s.partition, s.offset))
@@ -292,7 +300,6 @@ private[kstreams] final class GlobalDedupProcessor(
         }
       }
       byBucket.foreach { case (bucket, keys) => idBuckets.append(bucket, encodeKeys(keys.toSeq))(eachIdOnce) }
-      changed.clear(); map = new IdMap
     }
 
     /** Removes the ids of the buckets that cannot hold `ts >= evictBelow` whose current entry is
@@ -308,14 +315,7 @@ private[kstreams] final class GlobalDedupProcessor(
     /** The map outgrew the budget: every id it holds (this micro-batch's changes included) becomes
       * a row of `entries`, listed under its bucket in `chunks`; the log is dropped. */
     private def spill(): Unit = {
-      val byBucket = mutable.LongMap.empty[mutable.ArrayBuffer[Array[Byte]]]
-      map.foreach { s =>
-        if (s.present) {
-          entries.updateValue(s.key, GlobalDedupEntry(s.timestampMicros, s.partition, s.offset))
-          byBucket.getOrElseUpdate(idBuckets.bucketOf(s.timestampMicros), mutable.ArrayBuffer.empty) += s.key
-        }
-      }
-      byBucket.foreach { case (bucket, keys) => idBuckets.append(bucket, encodeKeys(keys.toSeq))(eachIdOnce) }
+      writeSpilled(map.iterator.filter(_.present)) // `entries` is empty while the group is in memory
       log.clear()
       changed.clear(); tombstones.clear()
       spilled = true
@@ -387,13 +387,11 @@ private[kstreams] final class GlobalDedupProcessor(
               val k = ByteBuffer.wrap(rec.key)
               voidBelow(k) = math.max(voidBelow.getOrElse(k, Long.MinValue), rec.seq)
             } else {
-              val slot = latest.get(rec.key)
-              if (slot == null || slot.seq < rec.seq) {
-                val s = new Slot(rec.key)
-                s.load(rec.timestampMicros, rec.partition, rec.offset)
-                s.seq = rec.seq
-                latest.remove(rec.key)
-                latest.add(s)
+              var slot = latest.get(rec.key)
+              if (slot == null) { slot = new Slot(rec.key); latest.add(slot) }
+              if (!slot.present || slot.seq < rec.seq) {
+                slot.load(rec.timestampMicros, rec.partition, rec.offset)
+                slot.seq = rec.seq
               }
             }
           })
@@ -492,6 +490,7 @@ private[kstreams] object GlobalDedupProcessor {
     var storedPresent = false
     var storedMicros = 0L
     var seq = 0L // only while the map is rebuilt from the log
+    var held = false // in an IdMap (a key the map does not hold gets a detached slot first)
 
     def load(ts: Long, p: Int, o: Long): Unit = {
       present = true; timestampMicros = ts; partition = p; offset = o
@@ -510,15 +509,17 @@ private[kstreams] object GlobalDedupProcessor {
     def estimatedBytes: Long = bytes
     def size: Int = slots.size
     def get(key: Array[Byte]): Slot = slots.get(ByteBuffer.wrap(key))
-    def contains(key: Array[Byte]): Boolean = slots.containsKey(ByteBuffer.wrap(key))
+    def iterator: Iterator[Slot] = slots.values().iterator().asScala
 
     def add(slot: Slot): Unit =
-      if (slots.put(ByteBuffer.wrap(slot.key), slot) == null) bytes += slot.key.length + SlotBytes
+      if (slots.put(ByteBuffer.wrap(slot.key), slot) == null) {
+        bytes += slot.key.length + SlotBytes; slot.held = true
+      }
 
-    def remove(key: Array[Byte]): Unit =
-      if (slots.remove(ByteBuffer.wrap(key)) != null) bytes -= key.length + SlotBytes
-
-    def foreach(f: Slot => Unit): Unit = slots.values().forEach(s => f(s))
+    def remove(key: Array[Byte]): Unit = {
+      val slot = slots.remove(ByteBuffer.wrap(key))
+      if (slot != null) { bytes -= key.length + SlotBytes; slot.held = false }
+    }
   }
 
   /** One record of the log: an entry write (numbered `seq`) or a tombstone voiding the id's writes
