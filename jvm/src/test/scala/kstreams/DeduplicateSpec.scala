@@ -163,6 +163,9 @@ class DeduplicateSpec extends SparkSuite {
     val checkpoint = fixtureCopy("deduplicate-spread-ids", "/tmp/global-v2")
     val got = scala.collection.mutable.ArrayBuffer.empty[String]
     val input = MemoryStream[Event](Encoders.product[Event], spark)
+    // The checkpoint's offsets 0 and 1 exist before the query starts: a fresh MemoryStream seen
+    // at offset 0 would be planned as a batch from the checkpoint's 1 back to 0.
+    input.addData(Seq.empty[Event]); input.addData(Seq.empty[Event])
     val query = KStream(input.toDF())
       .deduplicate(col("key"), "10 seconds")
       .df
@@ -179,7 +182,6 @@ class DeduplicateSpec extends SparkSuite {
       Seq(at("id0", 201, 0, 31, "again0"), at("id30", 201, 1, 31, "again30"))
     )
     try {
-      input.addData(Seq.empty[Event]); input.addData(Seq.empty[Event]) // offsets 0 and 1: done
       batches.foreach { b => input.addData(b); query.processAllAvailable() }
       assert(got.sorted == Seq("again", "again0", "again30", "far31", "far32", "new30"))
     } finally query.stop()
@@ -189,6 +191,8 @@ class DeduplicateSpec extends SparkSuite {
     // written by kstreams before the spread: two micro-batches of deduplicate(key, 10 seconds)
     val checkpoint = fixtureCopy("deduplicate-one-group", "/tmp/global-v1")
     val input = MemoryStream[Event](Encoders.product[Event], spark)
+    // all three offsets exist before the query starts (see the test above): 0 and 1 are done
+    (0 until 3).foreach(i => input.addData(Event.numbered(Seq(at("a", 20 + i, offset = 100L + i)))))
     val query = KStream(input.toDF())
       .deduplicate(col("key"), "10 seconds")
       .df
@@ -198,7 +202,6 @@ class DeduplicateSpec extends SparkSuite {
       .start()
     val e =
       try {
-        (0 until 3).foreach(i => input.addData(Event.numbered(Seq(at("a", 20 + i, offset = 100L + i)))))
         intercept[Exception](query.processAllAvailable())
       } finally query.stop()
     assert(rootMessages(e).exists(_.contains(GlobalDedupProcessor.OneGroupCheckpoint)), rootMessages(e))
