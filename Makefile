@@ -134,9 +134,15 @@ $(BENCH_JAR): $(JAR) $(shell find jvm-bench/src -name '*.scala' 2>/dev/null)
 # JVM of its own. BENCH_ARGS="--rows 200000 --keys 150000 --live-keys 100000,300000" for a quick run.
 bench: install $(BENCH_JAR) $(VENV)/.bench-deps .venv-flink/.deps $(KAFKA_BROKER)
 	$(PY) benchmarks/bench.py --regime all $(BENCH_ARGS)
+	$(PY) benchmarks/cli_mistakes.py
+
+# The time from `kstreams-spark` with a mistake to its one-line error, for each mistake it checks
+# before Spark starts.
+bench-cli: install
+	$(PY) benchmarks/cli_mistakes.py
 
 # One regime at a time.
-.PHONY: bench-default bench-long bench-catchup bench-global bench-kafka_sink bench-tune scale-test
+.PHONY: bench-default bench-long bench-catchup bench-global bench-kafka_sink bench-tune bench-cli scale-test
 bench-default: install $(BENCH_JAR) $(VENV)/.bench-deps .venv-flink/.deps
 	$(PY) benchmarks/bench.py --regime default $(BENCH_ARGS)
 

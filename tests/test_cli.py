@@ -110,11 +110,12 @@ def test_interval_check_agrees_with_the_jvm_parser(spark):
         ("concat(key,", "does not parse: [PARSE_SYNTAX_ERROR] Syntax error at or near end of input"),
     ],
 )
-def test_expression_text_check(spark, text, problem):
-    """What the CLI says of an --id expression before its session starts (ExpressionText)."""
-    from kstreams_spark._jvm import door
+def test_expression_text_check(text, problem):
+    """What the CLI says of an --id expression before Spark starts (ExpressionText, in a JVM of its
+    own)."""
+    from kstreams_spark._jvm import expression_problem
 
-    said = door(spark).expressionProblem(text, ["key", "value", "partition"])
+    said = expression_problem(text, ["key", "value", "partition"])
     if problem is None:
         assert said is None
     else:
@@ -194,27 +195,25 @@ def test_mistakes_get_one_line_before_spark_starts(tmp_path):
 
 
 def test_an_expression_mistake_found_by_spark_is_one_line_before_the_session(tmp_path):
-    """--id mistakes only Spark's parser finds: exit 2 and one line (none of the JVM's start-up
-    lines), before any session or query starts (nothing is written under --checkpoint)."""
-    import socket
-
-    with socket.socket() as broker:  # a port that accepts connections: the broker check passes
-        broker.bind(("127.0.0.1", 0))
-        broker.listen()
-        port = broker.getsockname()[1]
-        for expression, expected in [
-            ("valu", "--id 'valu': no column 'valu' (the columns are key, value, topic, partition,"),
-            ("key +* 2", "--id 'key +* 2': "),
-        ]:
-            out = run_cli(
-                *("dedup", "--topic", "t", "--output-topic", "o", "--checkpoint", str(tmp_path / "ck")),
-                *("--bootstrap-servers", f"127.0.0.1:{port}", "--by", "id", "--id", expression),
-                timeout=120,
-            )
-            assert out.returncode == 2, out.stderr[-2000:]
-            assert out.stderr.startswith(f"kstreams-spark dedup: error: {expected}"), out.stderr
-            assert out.stderr.count("\n") == 1, out.stderr
-            assert not (tmp_path / "ck").exists()
+    """--id mistakes only Spark's parser finds: exit 2 and one line, before Spark starts (nothing
+    is written under --checkpoint) and before the broker check (nothing listens on its port). How
+    long it takes: benchmarks/cli_mistakes.py."""
+    for expression, expected in [
+        ("valu", "--id 'valu': no column 'valu' (the columns are key, value, topic, partition,"),
+        ("key +* 2", "--id 'key +* 2': does not parse: [PARSE_SYNTAX_ERROR] Syntax error at or near '2'"),
+    ]:
+        started = time.monotonic()
+        out = run_cli(
+            *("dedup", "--topic", "t", "--output-topic", "o", "--checkpoint", str(tmp_path / "ck")),
+            *("--bootstrap-servers", "127.0.0.1:1", "--by", "id", "--id", expression),
+            timeout=120,
+        )
+        elapsed = time.monotonic() - started
+        assert out.returncode == 2, out.stderr[-2000:]
+        assert out.stderr.startswith(f"kstreams-spark dedup: error: {expected}"), out.stderr
+        assert out.stderr.count("\n") == 1, out.stderr
+        assert not (tmp_path / "ck").exists()
+        assert elapsed < 10, (expression, elapsed)
 
 
 def test_bare_command_prints_help_and_writes_nothing(tmp_path):

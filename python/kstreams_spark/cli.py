@@ -239,8 +239,8 @@ def _fail(args: argparse.Namespace, message: str, code: int) -> int:
 
 def _check_arguments(args: argparse.Namespace) -> str | None:
     """What is wrong with the arguments, found before Spark starts (it takes 30 s or more), or
-    None. Spark SQL expressions (--id) can only be read by Spark itself: run_dedup checks them in
-    Spark's JVM before the session starts."""
+    None. Spark SQL expressions (--id) can only be read by Spark's parser: a JVM of its own reads
+    them here, without Spark (``expression_problem``)."""
     from kstreams_spark._intervals import interval_problem
 
     if args.command == "connect-server":
@@ -264,7 +264,10 @@ def _check_arguments(args: argparse.Namespace) -> str | None:
     if (args.late_records == "side_output") != bool(args.late_topic):
         return "--late-records side_output and --late-topic TOPIC go together"
     if args.id:
-        problem = _unbalanced(args.id)
+        from kstreams_spark._jvm import expression_problem
+
+        # a parenthesis or quote left open is found at once; the rest only Spark's parser can read
+        problem = _unbalanced(args.id) or expression_problem(args.id, KAFKA_SOURCE_COLUMNS)
         if problem:
             return f"--id {args.id!r}: {problem}"
     for option in args.kafka_option:
@@ -623,7 +626,6 @@ def run_dedup(args: argparse.Namespace) -> int:
     from pyspark.sql import functions as F
 
     from kstreams_spark import KStream, KStreamsError, configure_spark, operator_metrics
-    from kstreams_spark._jvm import door_before_session
     from kstreams_spark.kstream import EXACTLY_ONCE_KAFKA, MARKER_TOPIC_OPTION
 
     builder = (
@@ -634,11 +636,6 @@ def run_dedup(args: argparse.Namespace) -> int:
         .config("spark.sql.session.timeZone", "UTC")
     )
     with _jvm_start_up_quiet(not args.verbose) as start_up_done:
-        if args.id:
-            # Only Spark can read an expression: its JVM does (in ~3 s), before the session starts
-            problem = door_before_session(builder).expressionProblem(args.id, KAFKA_SOURCE_COLUMNS)
-            if problem:
-                return _fail(args, f"--id {args.id!r}: {problem}", 2)
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR" if args.verbose else "OFF")  # errors: one line, by main
         start_up_done()
@@ -729,8 +726,8 @@ def _jvm_start_up_quiet(quiet: bool) -> Iterator[Callable[[], None]]:
     """Runs the block with file descriptor 2 of a JVM started in it (Spark's driver) going to a pipe
     that drops what the JVM writes until the block calls the function it is given (Spark's start-up
     lines: its log4j profile, the host name, native libraries), and then copies it to stderr. So a
-    mistake found in the JVM is one line, as the others are; the JVM's later output (a fatal error)
-    still shows. ``quiet`` False (``--verbose``): nothing is dropped."""
+    failure while Spark starts (a bad --master) is one line, as the CLI's other errors are; the
+    JVM's later output (a fatal error) still shows. ``quiet`` False (``--verbose``): nothing is dropped."""
     if not quiet:
         yield lambda: None
         return

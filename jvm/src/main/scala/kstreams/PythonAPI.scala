@@ -1,12 +1,10 @@
 package kstreams
 
-import scala.jdk.CollectionConverters._
-
 import org.apache.spark.sql.{Column, DataFrame}
 
 import kstreams.internal.aggregate.Aggregate
 import kstreams.internal.dedup.DedupCaches
-import kstreams.internal.plan.{ExpressionText, HelperColumns}
+import kstreams.internal.plan.HelperColumns
 import kstreams.internal.runner.{ProcessorPlan, TopologyGraph}
 
 /** The JVM door of the Python package (`kstreams_spark._jvm`), and only what a py4j call cannot
@@ -31,12 +29,6 @@ private[kstreams] object PythonAPI {
     KStream(
       df,
       StreamColumns(key, value, timestamp, Option(partition), Option(offset), NullTimestamps.parse(onNullTimestamp)))
-
-  /** Why the text of a Spark SQL expression cannot be one over `columns`, or null when it may be:
-    * the CLI checks `--id` with it before the SparkSession starts
-    * ([[kstreams.internal.plan.ExpressionText]]). */
-  def expressionProblem(text: String, columns: java.util.List[String]): String =
-    ExpressionText.problem(text, columns.asScala.toSeq).orNull
 
   /** key, value, timestamp, partition (or null), offset (or null), "fail" or "skip". */
   def columnNames(ks: KStream): Array[String] = {
