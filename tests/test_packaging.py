@@ -1,7 +1,7 @@
 """The wheel a user installs: built from this tree as `pip wheel` builds it, then read as an archive.
 It carries the jar, the generated Connect messages, the PEP 561 marker and the licence; its
 metadata names the licence, and its extras accept ranges (a user's own numpy or pandas) where the
-tests run pins."""
+tests run pins. Installed in a fresh venv, it runs the README's code blocks."""
 
 from __future__ import annotations
 
@@ -81,3 +81,70 @@ def test_extras_accept_ranges(wheel):
     processor = sorted(r.split(";")[0] for r in requires if 'extra == "processor"' in r)
     assert processor == ["numpy>=1.23.2", "pandas<3,>=2.2.0", "protobuf>=6.31.1", "pyarrow>=18.0.0"]
     assert "pyspark==4.3.0" in requires
+
+
+def test_the_readme_runs_from_the_wheel_in_a_fresh_venv(wheel, tmp_path):
+    """README's code blocks (tests/test_readme.py, which `make test` runs only here) in a new venv
+    that has the wheel installed and no tree of this project on its path, run from a folder outside
+    it. The venv reads the other packages (pyspark, pandas, the test tools) from the test venv's
+    site-packages, added after its own by a .pth line, which leaves out that venv's editable
+    install of kstreams-spark."""
+    import site
+    import sysconfig
+
+    fresh = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(fresh)], check=True, timeout=120)
+    python = fresh / "bin" / "python"
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    test_site = sysconfig.get_paths()["purelib"]
+    assert test_site in site.getsitepackages()
+    with open(os.path.join(purelib, "test-venv-packages.pth"), "w") as f:
+        f.write(test_site + "\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", wheel.filename],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    where = subprocess.run(
+        [
+            python,
+            "-c",
+            "import kstreams_spark, kstreams_spark._jvm as j; print(kstreams_spark.__file__, j.jar_path())",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=outside,
+        check=True,
+    ).stdout.split()
+    assert all(path.startswith(purelib) for path in where), where
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    tests = os.path.abspath(os.path.dirname(__file__))
+    done = subprocess.run(
+        [
+            python,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            tests,
+            os.path.join(tests, "test_readme.py"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=outside,
+        env=env,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-3000:]
+    assert done.stdout.splitlines()[-1].startswith("3 passed"), done.stdout[-2000:]
