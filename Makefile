@@ -67,7 +67,7 @@ $(CRASH_PROCESSORS): $(JAR) $(SCALA_TEST_SRC)
 test-python: install $(KAFKA_BROKER) $(CRASH_PROCESSORS)
 	# README's blocks run once, from the wheel in a fresh venv (tests/test_packaging.py runs
 	# tests/test_readme.py there); by hand `pytest tests/test_readme.py` runs them in this venv
-	$(PY) -m pytest -q tests --ignore=tests/test_readme.py
+	$(PY) -m pytest -q --durations=20 tests --ignore=tests/test_readme.py
 	# every example in the package's docstrings runs (namespace: python/conftest.py)
 	$(PY) -m pytest -q --doctest-modules python/kstreams_spark
 
