@@ -31,7 +31,7 @@ TARGET_S = 2.0
 
 
 def cases(folder: str) -> list[tuple[str, list[str], str, float]]:
-    """(mistake, arguments, the line's expected text, target seconds), in the issue's order."""
+    """(mistake, arguments, the line's expected text, target seconds), in the order a new user meets them."""
     empty = os.path.join(folder, "empty")
     json_input = os.path.join(folder, "json")
     os.makedirs(empty, exist_ok=True)
