@@ -184,6 +184,17 @@ def test_mistakes_get_one_line_before_spark_starts(tmp_path):
             [*dedup, "--bootstrap-servers", "127.0.0.1:1", "--id", "concat(key, 'x'"],
             "--id \"concat(key, 'x'\": 1 '(' never closed",
         ),
+        # argparse's own mistakes, without its usage text
+        (
+            ["demo", "--format", "csv"],
+            "kstreams-spark demo: error: argument --format: invalid choice: 'csv' (choose from",
+        ),
+        (
+            ["demo", "--rows", "many"],
+            "kstreams-spark demo: error: argument --rows: invalid int value: 'many'",
+        ),
+        (["dedup", "--topic", "t"], "kstreams-spark dedup: error: the following arguments are required:"),
+        (["dedupe"], "kstreams-spark: error: argument command: invalid choice: 'dedupe'"),
     ]
     for args, expected in cases:
         started = time.monotonic()

@@ -29,10 +29,20 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from typing import NoReturn
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose mistakes (an unknown choice, a missing argument, a number that is
+    not one) are one line, as every other mistake of the CLI: argparse prints its whole usage
+    first, which buries the line that says what is wrong."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (--help for the usage)\n")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kstreams-spark",
         description="Kafka Streams semantics on Spark: deduplicate an at-least-once stream.",
     )
@@ -425,7 +435,7 @@ def run_demo(args: argparse.Namespace) -> int:
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
     )
-    spark.sparkContext.setLogLevel("ERROR" if args.verbose else "OFF")  # errors: one line, by main
+    _spark_logs(spark, args.verbose)  # errors: one line, by main
     try:
         schema = spark.read.format(fmt).load(source_dir).schema
         stream = (
@@ -637,7 +647,7 @@ def run_dedup(args: argparse.Namespace) -> int:
     )
     with _jvm_start_up_quiet(not args.verbose) as start_up_done:
         spark = builder.getOrCreate()
-        spark.sparkContext.setLogLevel("ERROR" if args.verbose else "OFF")  # errors: one line, by main
+        _spark_logs(spark, args.verbose)  # errors: one line, by main
         start_up_done()
     try:
         reader = (
@@ -721,6 +731,18 @@ def run_dedup(args: argparse.Namespace) -> int:
         spark.stop()
 
 
+def _spark_logs(spark, verbose: bool) -> None:
+    """Without ``--verbose`` a Spark error is the one line ``main`` prints: the JVM logs nothing,
+    and neither do PySpark's own loggers, which write each captured analyzer error with its JVM
+    stack to stderr as a JSON line. ``--verbose`` keeps Spark's errors and those lines."""
+    from pyspark.logger import PySparkLogger
+
+    spark.sparkContext.setLogLevel("ERROR" if verbose else "OFF")
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        # made as PySpark makes them: its calls pass keywords a plain logging.Logger refuses
+        PySparkLogger.getLogger(name).disabled = not verbose
+
+
 @contextlib.contextmanager
 def _jvm_start_up_quiet(quiet: bool) -> Iterator[Callable[[], None]]:
     """Runs the block with file descriptor 2 of a JVM started in it (Spark's driver) going to a pipe
@@ -763,7 +785,7 @@ def _first_line(error: Exception) -> str:
     text = (getattr(error, "desc", None) or str(error)).strip().split("\n")[0]
     text = re.sub(r"^\[STREAM_FAILED\] Query \[.*?\] terminated with exception: ", "", text)
     text = re.sub(r"^\[(USER_RAISED_EXCEPTION|TRANSFORM_WITH_STATE_USER_FUNCTION_ERROR)\] ", "", text)
-    text = re.sub(r"(\s*SQLSTATE: \w+)+$", "", text).strip()
+    text = re.sub(r"\s*SQLSTATE: \w+", "", text).strip()
     return text.replace(
         "pass on_null_timestamp='skip' (Scala: NullTimestamps.Skip)", "pass --on-null-timestamp skip"
     )
