@@ -166,6 +166,19 @@ def test_id_expression_with_a_syntax_error_quotes_the_parser(spark, df):
     assert "Spark said: [PARSE_SYNTAX_ERROR] Syntax error at or near" in message
 
 
+def test_id_expression_of_the_wrong_type_says_cast_it(spark, df):
+    """Kafka's value is binary: a JSON function on it needs a cast, and the error says so."""
+    binary_id = F.get_json_object(F.col("value").cast("binary"), "$.id")
+    with pytest.raises(KStreamsError) as e:
+        KStream(df).deduplicate(binary_id, "10 s")
+    message = str(e.value)
+    assert (
+        "does not resolve on this DataFrame (a column of another type than the expression needs: cast it"
+        in message
+    )
+    assert "Spark said: [DATATYPE_MISMATCH" in message
+
+
 def test_id_column_of_another_dataframe(spark, df):
     other = spark.range(3).withColumnRenamed("id", "other_id")
     with pytest.raises(KStreamsError, match="does not resolve on this DataFrame"):

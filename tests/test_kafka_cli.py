@@ -158,6 +158,30 @@ def test_a_bad_id_expression_is_one_line_before_the_session_starts(kafka, tmp_pa
         assert not (tmp_path / "ck").exists()
 
 
+def test_an_id_type_mistake_found_by_the_analyzer_is_one_line(kafka, tmp_path):
+    """An --id that parses but does not type-check (Kafka's value is binary) is found by Spark's
+    analyzer once the session is up: exit 2 and one line, no query started; with --verbose the
+    same line after Spark's own log."""
+    expression = "get_json_object(value, '$.id')"
+    command = [SCRIPT, "dedup", "--bootstrap-servers", kafka.bootstrap, "--topic", "t", "--output-topic"]
+    command += ["o", "--checkpoint", str(tmp_path / "ck"), "--by", "id", "--id", expression]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert out.stderr.count("\n") == 1, out.stderr[-3000:]
+    assert out.stderr.startswith(
+        f"kstreams-spark dedup: error: the id expression {expression} does not resolve on this DataFrame "
+        "(a column of another type than the expression needs: cast it (Kafka's value and key are "
+        "binary: cast(value as string))); available columns: key, value, topic, partition,"
+    ), out.stderr
+    assert "Spark said: [DATATYPE_MISMATCH" in out.stderr and '"BINARY"' in out.stderr, out.stderr
+    assert "SQLSTATE" not in out.stderr, out.stderr
+    assert not (tmp_path / "ck").exists()
+    verbose = subprocess.run([SCRIPT, "--verbose", *command[1:]], capture_output=True, text=True, timeout=300)
+    assert verbose.returncode == 2, verbose.stderr[-3000:]
+    assert verbose.stderr.count("\n") > 1, verbose.stderr  # Spark's start-up log is kept
+    assert verbose.stderr.splitlines()[-1] == out.stderr.strip(), verbose.stderr[-3000:]
+
+
 def test_dedup_arguments_are_checked_before_anything_starts(tmp_path):
     out = subprocess.run(
         [

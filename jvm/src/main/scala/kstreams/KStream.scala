@@ -385,10 +385,15 @@ object KStream {
       df.select(id).schema.head.dataType
     } catch {
       case e: org.apache.spark.sql.AnalysisException =>
+        // the likely cause differs: a name from elsewhere, or a type Spark's function refuses
+        val hint =
+          if (Option(e.getCondition).exists(_.startsWith("DATATYPE_MISMATCH")))
+            "a column of another type than the expression needs: cast it (Kafka's value and key " +
+              "are binary: cast(value as string))"
+          else "is it a column of another DataFrame or session?"
         throw new KStreamsException(
-          s"the $what expression $id does not resolve on this DataFrame (is it a column of another " +
-            s"DataFrame or session?); available columns: ${df.schema.fieldNames.mkString(", ")}. " +
-            s"Spark said: ${KStreamsException.sparkSays(e)}",
+          s"the $what expression $id does not resolve on this DataFrame ($hint); available columns: " +
+            s"${df.schema.fieldNames.mkString(", ")}. Spark said: ${KStreamsException.sparkSays(e)}",
           e
         )
     }
