@@ -4,8 +4,11 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-# Python processors run in Python workers: use this interpreter (it has pandas and pyarrow).
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# Python processors run in Python workers: use this interpreter (it has pandas and pyarrow). The
+# README's run from the wheel (test_packaging) leaves it unset, so that what runs there is
+# configure_spark's own choice of the local workers' Python, as for a user outside a venv.
+if "KSTREAMS_TEST_WORKERS_PYTHON_UNSET" not in os.environ:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from local_spark import local_spark  # noqa: E402
 

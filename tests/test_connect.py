@@ -53,12 +53,15 @@ def server_port(tmp_path_factory):
     the command exits 0 and nothing listens on the port."""
     port = free_port()
     cli = os.path.join(os.path.dirname(sys.executable), "kstreams-spark")
+    # without PYSPARK_PYTHON, as for a user: the command names its own interpreter to the server
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     with open(tmp_path_factory.mktemp("connect") / "server.log", "w") as log:
         server = subprocess.Popen(
             [cli, "connect-server", "--port", str(port), "--master", "local[2]"],
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
+            env=env,
         )
         try:
             assert server.stdout.readline().startswith(

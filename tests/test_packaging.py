@@ -126,7 +126,11 @@ def test_the_readme_runs_from_the_wheel_in_a_fresh_venv(wheel, tmp_path):
         check=True,
     ).stdout.split()
     assert all(path.startswith(purelib) for path in where), where
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # No PYSPARK_PYTHON: the README's Python processors must run because configure_spark gives the
+    # local workers this venv's interpreter (`python3` on the PATH has no pandas, nor the wheel)
+    unset = ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env["KSTREAMS_TEST_WORKERS_PYTHON_UNSET"] = "1"
     tests = os.path.abspath(os.path.dirname(__file__))
     done = subprocess.run(
         [

@@ -219,11 +219,14 @@ def test_missing_or_old_worker_packages_name_the_extra(spark, monkeypatch):
         ({}, {}, sys.executable),  # no master: local[*]
         ({"spark.master": "local[2]"}, {}, sys.executable),
         ({"spark.master": "spark://host:7077"}, {}, None),  # a cluster's machines have their own
-        ({"spark.pyspark.python": "/opt/py"}, {}, "/opt/py"),  # the user's choice stays
-        ({}, {"PYSPARK_PYTHON": "/opt/py"}, None),  # Spark reads the variable itself
+        ({"spark.pyspark.python": "/opt/py"}, {}, "/opt/py"),  # the user's choice, where PySpark reads it
+        ({}, {"PYSPARK_PYTHON": "/opt/py"}, "/opt/py"),  # the user's choice stays
     ],
 )
 def test_configure_spark_gives_local_workers_this_interpreter(monkeypatch, options, env, expected):
+    """What PYSPARK_PYTHON says after configure_spark: PySpark's only source for its workers'
+    interpreter outside spark-submit. (That they run it: test_packaging runs the README's
+    processors without the variable, tests/test_connect.py its server.)"""
     from kstreams_spark import configure_spark
     from pyspark.sql import SparkSession
 
@@ -234,7 +237,8 @@ def test_configure_spark_gives_local_workers_this_interpreter(monkeypatch, optio
     builder = SparkSession.Builder()
     for key, value in options.items():
         builder = builder.config(key, value)
-    assert configure_spark(builder)._options.get("spark.pyspark.python") == expected
+    configure_spark(builder)
+    assert os.environ.get("PYSPARK_PYTHON") == expected
 
 
 def dedup_processor(spark, interval):

@@ -187,7 +187,6 @@ def server_command(
     from kstreams_spark.session import (
         DEFAULT_SETTINGS,
         REQUIRED_SETTINGS,
-        WORKERS_PYTHON_KEY,
         kafka_connector_jars,
     )
 
@@ -199,8 +198,6 @@ def server_command(
         "spark.connect.grpc.binding.port": str(port),
         "spark.connect.grpc.binding.address": host,
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
-        # Python processors run in workers of this interpreter, which has kstreams_spark
-        WORKERS_PYTHON_KEY: sys.executable,
         "spark.ui.enabled": "false",
     }
     command = [
@@ -233,6 +230,9 @@ def start_server(
     import pyspark
 
     env = dict(os.environ, SPARK_HOME=os.path.dirname(pyspark.__file__))
+    # The server starts Python processors' workers with the interpreter its PYSPARK_PYTHON names
+    # (`python3` from the PATH without it): this one, which has kstreams_spark, unless set
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
     process = subprocess.Popen(
         command or server_command(port, host, master, shuffle_partitions),
         env=env,

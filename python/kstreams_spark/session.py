@@ -19,7 +19,7 @@ PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 # same keys in SparkSessionChecks.scala, whose KStream.configure sets them for Scala).
 VERIFY_EMPTY_CHECKPOINT_KEY = "spark.sql.streaming.verifyCheckpointDirectoryEmptyOnStart"
 WATERMARK_POLICY_KEY = "spark.sql.streaming.multipleWatermarkPolicy"
-# the Python workers' interpreter, which configure_spark sets on a local master (see there)
+# the Python workers' interpreter as a setting (configure_spark passes it on to PYSPARK_PYTHON)
 WORKERS_PYTHON_KEY = "spark.pyspark.python"
 # What configure_spark gives a session, and `kstreams-spark connect-server` its server: the state
 # store the operators need, and two defaults that a user's own setting overrides.
@@ -43,8 +43,9 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
     its most advanced input, as a Kafka Streams task's stream time does; under Spark's default
     ``min``, a query with several watermarks gets other results after a restart). Both are in
     README, "Crash safety"; a query keeps the policy it started with. On a local master, unless
-    ``spark.pyspark.python`` or ``PYSPARK_PYTHON`` is set, it sets ``spark.pyspark.python`` to
-    this interpreter, so Python processors' workers have the same packages as the driver.
+    ``PYSPARK_PYTHON`` is set, it sets that variable of this process to this interpreter (or to
+    the builder's ``spark.pyspark.python``, which PySpark reads only under spark-submit), so
+    Python processors' workers have the same packages as the driver.
 
     >>> spark = configure_spark(SparkSession.builder.master("local[2]")).getOrCreate()
     """
@@ -66,22 +67,30 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
     for key, value in DEFAULT_SETTINGS.items():
         if key not in options:
             builder = builder.config(key, value)
-    if _local_workers_python_unset(options):
-        # Python processors run in Python workers; unless told otherwise Spark starts them with
-        # `python3` from the PATH, which outside an activated venv lacks kstreams_spark and pandas.
-        # A local master's workers run on this machine, so give them this interpreter.
-        builder = builder.config(WORKERS_PYTHON_KEY, sys.executable)
+    workers_python = _local_workers_python(options)
+    if workers_python:
+        # PySpark starts its Python workers (and, for transformWithState, a Python runner next to
+        # the driver) with the interpreter PYSPARK_PYTHON names when the SparkContext starts, else
+        # `python3` from the PATH; outside spark-submit it never reads spark.pyspark.python.
+        # Outside an activated venv that `python3` lacks kstreams_spark and pandas. A local
+        # master's workers run on this machine, so name this interpreter (or the one the builder's
+        # spark.pyspark.python names) where PySpark looks.
+        os.environ["PYSPARK_PYTHON"] = workers_python
     return builder
 
 
-def _local_workers_python_unset(options: dict) -> bool:
-    """True when the session will run locally (master local[...], or none set outside spark-submit)
-    and nothing chose its workers' Python (``spark.pyspark.python`` or ``PYSPARK_PYTHON``)."""
-    if WORKERS_PYTHON_KEY in options or "PYSPARK_PYTHON" in os.environ:
-        return False
+def _local_workers_python(options: dict) -> str | None:
+    """The interpreter for the Python workers of a session that will run locally (master
+    local[...], or none set outside spark-submit) when ``PYSPARK_PYTHON`` names none: the
+    builder's ``spark.pyspark.python``, else this one. None where PySpark's own choice stands
+    (``PYSPARK_PYTHON`` set, under spark-submit, or a cluster master)."""
+    if "PYSPARK_PYTHON" in os.environ:
+        return None
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # under spark-submit: its --master and --conf decide
-        return False
-    return str(options.get("spark.master", "local")).startswith("local")
+        return None
+    if not str(options.get("spark.master", "local")).startswith("local"):
+        return None
+    return str(options.get(WORKERS_PYTHON_KEY) or sys.executable)
 
 
 def kafka_connector_jars() -> list[str]:
