@@ -31,7 +31,7 @@ private[kstreams] object ExpressionText {
       .map(name => s"no column '$name' (the columns are ${columns.mkString(", ")})")
   }
 
-  /** The CLI's check in a JVM started for it alone, on Spark's jars without Spark (about 1.2 s,
+  /** The CLI's check in a JVM started for it alone, on Spark's jars without Spark (about 1.5 s,
     * where a Spark driver takes 2 s before it runs anything and the session 30 s): arguments are
     * the text, then the columns; prints the problem and exits 1, or exits 0. */
   def main(args: Array[String]): Unit = problem(args.head, args.toSeq.tail) match {
