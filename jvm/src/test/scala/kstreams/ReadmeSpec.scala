@@ -23,9 +23,13 @@ class ReadmeSpec extends SparkSuite {
   }
 
   private def keysAndSeconds(out: DataFrame): Seq[(String, Long)] =
-    out.collect().toSeq.map { case r: Row =>
-      (r.getAs[String]("key"), (r.getAs[java.sql.Timestamp]("timestamp").getTime - Event.Base) / 1000)
-    }.sorted
+    out
+      .collect()
+      .toSeq
+      .map { case r: Row =>
+        (r.getAs[String]("key"), (r.getAs[java.sql.Timestamp]("timestamp").getTime - Event.Base) / 1000)
+      }
+      .sorted
 
   test("README's Scala blocks run as written") {
     val blocks = ReadmeScalaBlocks.blocks
