@@ -16,7 +16,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -229,10 +228,14 @@ def start_server(
     until it listens; returns the process (stop it with :func:`stop_server`)."""
     import pyspark
 
+    from kstreams_spark.session import _local_workers_python
+
     env = dict(os.environ, SPARK_HOME=os.path.dirname(pyspark.__file__))
     # The server starts Python processors' workers with the interpreter its PYSPARK_PYTHON names
-    # (`python3` from the PATH without it): this one, which has kstreams_spark, unless set
-    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    # (`python3` from the PATH without it): on a local master, the one configure_spark would name
+    workers_python = _local_workers_python({"spark.master": master})
+    if workers_python:
+        env["PYSPARK_PYTHON"] = workers_python
     process = subprocess.Popen(
         command or server_command(port, host, master, shuffle_partitions),
         env=env,
