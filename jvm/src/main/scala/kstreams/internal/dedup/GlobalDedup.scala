@@ -540,19 +540,15 @@ private[kstreams] object GlobalDedupProcessor {
   }
 
   /** Log records as `[tombstone 0/1][key length][key][seq][timestamp][partition][offset]`, in
-    * chunks of at most [[TimeBucketChunks.MaxChunkEntries]]. */
-  def encodeLog(records: Iterator[LogRecord]): Seq[Array[Byte]] =
-    records
-      .grouped(TimeBucketChunks.MaxChunkEntries)
-      .map { part =>
-        val out = ByteBuffer.allocate(part.iterator.map(r => 1 + 4 + r.key.length + 28).sum)
-        part.foreach { r =>
-          out.put((if (r.isTombstone) 1 else 0).toByte).putInt(r.key.length).put(r.key)
-          out.putLong(r.seq).putLong(r.timestampMicros).putInt(r.partition).putLong(r.offset)
-        }
-        out.array()
-      }
-      .toSeq
+    * chunks of at most [[TimeBucketChunks.MaxChunkBytes]]. */
+  def encodeLog(records: Iterator[LogRecord]): Seq[Array[Byte]] = {
+    val all = records.toIndexedSeq
+    TimeBucketChunks.encodeChunks(all.size)(i => 1 + 4 + all(i).key.length + 28) { (out, i) =>
+      val r = all(i)
+      out.put((if (r.isTombstone) 1 else 0).toByte).putInt(r.key.length).put(r.key)
+      out.putLong(r.seq).putLong(r.timestampMicros).putInt(r.partition).putLong(r.offset)
+    }
+  }
 
   def decodeLog(bytes: Array[Byte])(f: LogRecord => Unit): Unit = {
     val in = ByteBuffer.wrap(bytes)
@@ -565,16 +561,11 @@ private[kstreams] object GlobalDedupProcessor {
   }
 
   /** Ids as `[length][bytes]`, one after the other, in chunks of at most
-    * [[TimeBucketChunks.MaxChunkEntries]]. */
-  def encodeKeys(keys: Seq[Array[Byte]]): Seq[Array[Byte]] =
-    keys
-      .grouped(TimeBucketChunks.MaxChunkEntries)
-      .map { part =>
-        val out = ByteBuffer.allocate(part.iterator.map(4 + _.length).sum)
-        part.foreach(k => out.putInt(k.length).put(k))
-        out.array()
-      }
-      .toSeq
+    * [[TimeBucketChunks.MaxChunkBytes]]. */
+  def encodeKeys(keys: Seq[Array[Byte]]): Seq[Array[Byte]] = {
+    val all = keys.toIndexedSeq
+    TimeBucketChunks.encodeChunks(all.size)(i => 4 + all(i).length)((out, i) => out.putInt(all(i).length).put(all(i)))
+  }
 
   def decodeKeys(bytes: Array[Byte])(f: Array[Byte] => Unit): Unit = {
     val in = ByteBuffer.wrap(bytes)

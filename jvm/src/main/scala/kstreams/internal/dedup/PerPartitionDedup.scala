@@ -138,8 +138,6 @@ private[kstreams] final class PerPartitionDedupProcessor(
     private val id = cacheId(group)
     private val stored = mode.get() // null before the group's first micro-batch
     private var spilled = stored != null && stored.spilled
-    // keys this micro-batch stored (they may repeat): written at the end, or when memory runs out
-    private val addedKeys = mutable.ArrayBuffer.empty[Array[Byte]]
 
     dropDeadBuckets(liveFromAtStart)
     if (spilled && !buckets.nonEmpty) { entries.clear(); spilled = false } // the store emptied
@@ -168,10 +166,7 @@ private[kstreams] final class PerPartitionDedupProcessor(
         hasOffset && r.offset != Long.MinValue && live.offset(slot) == r.offset
       } else {
         // a late record is forwarded and not stored; a dead entry is simply never written back
-        if (ts >= liveFrom) {
-          live.set(slot, r.key, ts, r.offset, added = true)
-          addedKeys += r.key
-        }
+        if (ts >= liveFrom) live.set(slot, r.key, ts, r.offset, added = true)
         true
       }
     }
@@ -180,10 +175,10 @@ private[kstreams] final class PerPartitionDedupProcessor(
       * half of it, spill. A spilled group writes what it added and starts an empty map. */
     private def outOfMemory(liveFrom: Long): Unit = {
       if (!spilled) {
-        live.retain(s => live.ts(s) >= liveFrom)
+        live.dropDead(liveFrom)
         if (live.estimatedBytes > budgetBytes / 2) {
           // entries of earlier micro-batches; this one's are written by writeAdded below
-          live.slots.foreach { s =>
+          live.occupiedSlots.foreach { s =>
             if (!live.added(s)) entries.updateValue(live.key(s), DedupEntry(live.ts(s), live.offset(s)))
           }
           spilled = true
@@ -199,7 +194,7 @@ private[kstreams] final class PerPartitionDedupProcessor(
         if (stored == null || !stored.spilled) mode.update(DedupStoreMode(0L, spilled = true))
         id.foreach(DedupCaches.drop)
       } else {
-        if (live.size >= live.compactAt) live.retain(s => live.ts(s) >= liveFrom)
+        if (live.size >= live.compactAt) live.dropDead(liveFrom)
         val token = newToken()
         mode.update(DedupStoreMode(token, spilled = false))
         id.foreach(DedupCaches.checkIn(_, token, live, budgetBytes))
@@ -207,26 +202,25 @@ private[kstreams] final class PerPartitionDedupProcessor(
     }
 
     private def writeAdded(liveFrom: Long): Unit = {
-      val byBucket = mutable.LongMap.empty[mutable.ArrayBuffer[Int]]
-      addedKeys.foreach { key =>
-        val slot = live.slotOf(key)
-        if (live.occupied(slot) && live.added(slot)) {
-          live.markWritten(slot)
-          if (live.ts(slot) >= liveFrom) {
-            byBucket.getOrElseUpdate(buckets.bucketOf(live.ts(slot)), mutable.ArrayBuffer.empty) += slot
-            if (spilled) entries.updateValue(key, DedupEntry(live.ts(slot), live.offset(slot)))
-          }
+      val byBucket = mutable.LongMap.empty[mutable.ArrayBuilder.ofInt]
+      val added = live.takeAdded()
+      var i = 0
+      while (i < added.length) {
+        val slot = added(i)
+        if (live.ts(slot) >= liveFrom) {
+          byBucket.getOrElseUpdate(buckets.bucketOf(live.ts(slot)), new mutable.ArrayBuilder.ofInt).addOne(slot)
+          if (spilled) entries.updateValue(live.key(slot), DedupEntry(live.ts(slot), live.offset(slot)))
         }
+        i += 1
       }
-      addedKeys.clear()
-      byBucket.foreach { case (bucket, slots) => buckets.append(bucket, encode(live, slots.toSeq))(oneEntryPerKey) }
+      byBucket.foreach { case (bucket, slots) => buckets.append(bucket, encode(live, slots.result()))(oneEntryPerKey) }
     }
 
     /** A full bucket's chunks rewritten with each key's newest entry once. */
     private def oneEntryPerKey(all: Seq[Array[Byte]]): Seq[Array[Byte]] = {
       val merged = new EntryMap
       all.foreach(bytes => decode(bytes)((key, ts, offset) => merged.putIfNewer(key, ts, offset)))
-      encode(merged, merged.slots.toSeq)
+      encode(merged, merged.occupiedSlots)
     }
 
     /** The group's live entries read from the chunks (those of buckets that can hold
@@ -335,16 +329,12 @@ private[kstreams] object PerPartitionDedupProcessor {
   }
 
   /** Entries as `[key length][key][timestamp][offset]`, one after the other, in chunks of at most
-    * [[TimeBucketChunks.MaxChunkEntries]]. */
-  def encode(live: EntryMap, slots: Seq[Int]): Seq[Array[Byte]] =
-    slots
-      .grouped(TimeBucketChunks.MaxChunkEntries)
-      .map { part =>
-        val out = ByteBuffer.allocate(part.iterator.map(s => 4 + live.key(s).length + 16).sum)
-        part.foreach(s => out.putInt(live.key(s).length).put(live.key(s)).putLong(live.ts(s)).putLong(live.offset(s)))
-        out.array()
-      }
-      .toSeq
+    * [[TimeBucketChunks.MaxChunkBytes]]. */
+  def encode(live: EntryMap, slots: Array[Int]): Seq[Array[Byte]] =
+    TimeBucketChunks.encodeChunks(slots.length)(i => 4 + live.key(slots(i)).length + 16) { (out, i) =>
+      val s = slots(i)
+      out.putInt(live.key(s).length).put(live.key(s)).putLong(live.ts(s)).putLong(live.offset(s))
+    }
 
   def decode(bytes: Array[Byte])(f: (Array[Byte], Long, Long) => Unit): Unit = {
     val in = ByteBuffer.wrap(bytes)
@@ -357,8 +347,10 @@ private[kstreams] object PerPartitionDedupProcessor {
 
   /** Dedup key bytes -> (timestamp, offset, added and not yet written), open addressing in flat
     * arrays: the per-record lookup is a hash of the key's bytes and an array probe, no boxing and
-    * no allocation. Dead entries stay until [[retain]] rebuilds the map (they are ignored by
-    * timestamp), which the processor does when the map has doubled since the last rebuild. */
+    * no allocation. Dead entries stay until [[dropDead]] rebuilds the map (they are ignored by
+    * timestamp), which the processor does when the map has doubled since the last rebuild. The
+    * slots of added entries are listed as they are set, so that writing them ([[takeAdded]]) needs
+    * neither a second lookup per key nor a pass over the whole map. */
   final class EntryMap extends DedupCaches.KeptMap {
     private var capacity = 1024
     private var keys = new Array[Array[Byte]](capacity)
@@ -368,6 +360,12 @@ private[kstreams] object PerPartitionDedupProcessor {
     private var addedFlags = new Array[Boolean](capacity)
     private var count = 0
     private var keyBytes = 0L
+    // slots whose added flag was set since the last takeAdded (each once), rebuilt when slots move
+    private var addedSlots = new Array[Int](64)
+    private var addedCount = 0
+    // no timestamp in the map is smaller (a bound, not the minimum): dropDead skips a map that
+    // cannot hold a dead entry, as after a catch-up micro-batch whose every key is new
+    private var oldestTs = Long.MaxValue
 
     /** Size at which the processor drops dead entries next (twice the live size of the last time). */
     var compactAt: Int = 1 << 16
@@ -377,10 +375,17 @@ private[kstreams] object PerPartitionDedupProcessor {
     def ts(slot: Int): Long = timestamps(slot)
     def offset(slot: Int): Long = offsets(slot)
     def added(slot: Int): Boolean = addedFlags(slot)
-    def slots: Iterator[Int] = Iterator.range(0, capacity).filter(keys(_) != null)
+
+    /** The slots that hold an entry. */
+    def occupiedSlots: Array[Int] = {
+      val out = new Array[Int](count)
+      var (slot, n) = (0, 0)
+      while (slot < capacity) { if (keys(slot) != null) { out(n) = slot; n += 1 }; slot += 1 }
+      out
+    }
 
     /** Heap bytes held: the slot arrays and the keys (an array header of 16 bytes each). */
-    def estimatedBytes: Long = capacity.toLong * SlotBytes + keyBytes + count.toLong * 16
+    def estimatedBytes: Long = capacity.toLong * SlotBytes + keyBytes + count.toLong * 16 + addedSlots.length * 4L
 
     private var lastHash = 0
 
@@ -390,19 +395,17 @@ private[kstreams] object PerPartitionDedupProcessor {
 
     def occupied(slot: Int): Boolean = keys(slot) != null
 
-    def clear(): Unit = if (count > 0) {
-      Arrays.fill(keys.asInstanceOf[Array[AnyRef]], null); count = 0; keyBytes = 0
-    }
-
     /** Sets `key`'s entry at `slot`, which [[slotOf]]`(key)` just returned; returns the slot it is
       * in now (another one if the map grew). */
     def set(slot: Int, key: Array[Byte], ts: Long, offset: Long, added: Boolean): Int = {
       var at = slot
       if (keys(at) == null) {
-        if ((count + 1) * 2 > capacity) { grow(capacity * 2); at = probe(key, lastHash) }
+        if ((count + 1) * 2 > capacity) { resize(capacity * 2, keepFrom = Long.MinValue); at = probe(key, lastHash) }
         keys(at) = key; hashes(at) = lastHash; count += 1; keyBytes += key.length
       }
+      if (added && !addedFlags(at)) listAdded(at)
       timestamps(at) = ts; offsets(at) = offset; addedFlags(at) = added
+      if (ts < oldestTs) oldestTs = ts
       at
     }
 
@@ -412,30 +415,61 @@ private[kstreams] object PerPartitionDedupProcessor {
       if (!occupied(slot) || this.ts(slot) < ts) set(slot, key, ts, offset, added = false)
     }
 
-    def markWritten(slot: Int): Unit = addedFlags(slot) = false
+    /** The slots of the entries added since the last call, each once; they count as written now. */
+    def takeAdded(): Array[Int] = {
+      val out = new Array[Int](addedCount)
+      var n = 0
+      var i = 0
+      while (i < addedCount) {
+        val slot = addedSlots(i)
+        if (addedFlags(slot)) { addedFlags(slot) = false; out(n) = slot; n += 1 }
+        i += 1
+      }
+      addedCount = 0
+      if (addedSlots.length > 1024) addedSlots = new Array[Int](64)
+      if (n == out.length) out else java.util.Arrays.copyOf(out, n)
+    }
 
-    /** Keeps only the slots for which `keep` holds, in a map sized for them. */
-    def retain(keep: Int => Boolean): Unit = {
-      val kept = slots.filter(keep).toArray
-      val (oldKeys, oldHashes, oldTs, oldOffsets, oldAdded) = (keys, hashes, timestamps, offsets, addedFlags)
-      var newCapacity = 1024
-      while (kept.length.toLong * 2 > newCapacity) newCapacity *= 2
-      allocate(newCapacity)
-      count = 0; keyBytes = 0
-      kept.foreach { s =>
-        val slot = probe(oldKeys(s), oldHashes(s))
-        keys(slot) = oldKeys(s); hashes(slot) = oldHashes(s); timestamps(slot) = oldTs(s)
-        offsets(slot) = oldOffsets(s); addedFlags(slot) = oldAdded(s)
-        count += 1; keyBytes += oldKeys(s).length
+    /** Forgets the entries with `ts < liveFrom`, rebuilding the map sized for the others, unless
+      * none can be dead. */
+    def dropDead(liveFrom: Long): Unit = {
+      if (oldestTs < liveFrom) {
+        var newCapacity = 1024
+        var live = 0
+        var slot = 0
+        while (slot < capacity) { if (keys(slot) != null && timestamps(slot) >= liveFrom) live += 1; slot += 1 }
+        while (live.toLong * 2 > newCapacity) newCapacity *= 2
+        resize(newCapacity, keepFrom = liveFrom)
       }
       compactAt = math.max(1 << 16, count * 2)
     }
 
-    private def allocate(newCapacity: Int): Unit = {
+    private def listAdded(slot: Int): Unit = {
+      if (addedCount == addedSlots.length) addedSlots = java.util.Arrays.copyOf(addedSlots, addedCount * 2)
+      addedSlots(addedCount) = slot
+      addedCount += 1
+    }
+
+    /** Moves the entries with `ts >= keepFrom` into new arrays of `newCapacity` slots. */
+    private def resize(newCapacity: Int, keepFrom: Long): Unit = {
+      val (oldKeys, oldHashes, oldTs, oldOffsets, oldAdded) = (keys, hashes, timestamps, offsets, addedFlags)
       capacity = newCapacity
       keys = new Array[Array[Byte]](capacity); hashes = new Array[Int](capacity)
       timestamps = new Array[Long](capacity); offsets = new Array[Long](capacity)
       addedFlags = new Array[Boolean](capacity)
+      count = 0; keyBytes = 0; addedCount = 0; oldestTs = Long.MaxValue
+      var i = 0
+      while (i < oldKeys.length) {
+        if (oldKeys(i) != null && oldTs(i) >= keepFrom) {
+          val slot = probe(oldKeys(i), oldHashes(i))
+          keys(slot) = oldKeys(i); hashes(slot) = oldHashes(i); timestamps(slot) = oldTs(i)
+          offsets(slot) = oldOffsets(i); addedFlags(slot) = oldAdded(i)
+          count += 1; keyBytes += oldKeys(i).length
+          if (oldAdded(i)) listAdded(slot)
+          if (oldTs(i) < oldestTs) oldestTs = oldTs(i)
+        }
+        i += 1
+      }
     }
 
     private def hash(key: Array[Byte]): Int =
@@ -447,20 +481,6 @@ private[kstreams] object PerPartitionDedupProcessor {
       while (keys(slot) != null && !(hashes(slot) == h && Arrays.equals(keys(slot), key)))
         slot = (slot + 1) & mask
       slot
-    }
-
-    private def grow(newCapacity: Int): Unit = {
-      val (oldKeys, oldHashes, oldTs, oldOffsets, oldAdded) = (keys, hashes, timestamps, offsets, addedFlags)
-      allocate(newCapacity)
-      var i = 0
-      while (i < oldKeys.length) {
-        if (oldKeys(i) != null) {
-          val slot = probe(oldKeys(i), oldHashes(i))
-          keys(slot) = oldKeys(i); hashes(slot) = oldHashes(i); timestamps(slot) = oldTs(i)
-          offsets(slot) = oldOffsets(i); addedFlags(slot) = oldAdded(i)
-        }
-        i += 1
-      }
     }
   }
 

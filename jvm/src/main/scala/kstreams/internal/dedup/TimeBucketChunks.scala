@@ -2,6 +2,8 @@ package kstreams
 package internal
 package dedup
 
+import java.nio.ByteBuffer
+
 import org.apache.spark.sql.Encoders
 import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig}
 
@@ -11,7 +13,7 @@ import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLCon
   * what a chunk holds is theirs to encode.
   *
   * A bucket is `bucketMicros` of event time. Each micro-batch appends its entries of a bucket as
-  * new chunks (one RocksDB value each, at most [[TimeBucketChunks.MaxChunkEntries]] entries), so a
+  * new chunks (one RocksDB value each, at most [[TimeBucketChunks.MaxChunkBytes]]), so a
   * write never reads or rewrites what a bucket already holds. Two map states, named `chunks` and
   * `chunkCounts` (or `<name>` and `<name>` without its last `s` plus `Counts`, for a processor that
   * keeps two indexes) in every checkpoint: chunk key ([[TimeBucketChunks.chunkKey]]) -> bytes, and
@@ -99,8 +101,36 @@ private[kstreams] object TimeBucketChunks {
   /** Chunk numbers per bucket (the low 20 bits of a chunk key). */
   val MaxChunksPerBucket: Int = 1 << 20
 
-  /** Entries per chunk at most, so that one RocksDB value stays a few MB. */
-  val MaxChunkEntries = 65536
+  /** Bytes per chunk at most (unless one entry is larger): small enough that a chunk is never a
+    * humongous object for G1 (half a region: 512 KB in the smallest heaps), whose allocation starts
+    * a concurrent collection, and that a catch-up micro-batch's megabytes of entries still make a
+    * few hundred RocksDB values at most. */
+  val MaxChunkBytes: Int = 256 * 1024
+
+  /** Writes entry `entry` of what [[encodeChunks]] encodes. */
+  trait EntryWriter {
+    def put(out: ByteBuffer, entry: Int): Unit
+  }
+
+  /** Entries `0 until count` one after the other in chunks of at most [[MaxChunkBytes]]:
+    * `bytesOf(i)` is entry i's encoded size, `writer` writes it. The one chunking rule of both dedup
+    * stores; what an entry holds is theirs. */
+  def encodeChunks(count: Int)(bytesOf: Int => Int)(writer: EntryWriter): Seq[Array[Byte]] = {
+    val chunks = Vector.newBuilder[Array[Byte]]
+    var from = 0
+    while (from < count) {
+      var (until, bytes) = (from, 0)
+      while (until < count && (until == from || bytes + bytesOf(until) <= MaxChunkBytes)) {
+        bytes += bytesOf(until); until += 1
+      }
+      val out = ByteBuffer.allocate(bytes)
+      var i = from
+      while (i < until) { writer.put(out, i); i += 1 }
+      chunks += out.array()
+      from = until
+    }
+    chunks.result()
+  }
 
   def chunkKey(bucket: Long, chunk: Int): Long = (bucket << 20) | chunk
 }
