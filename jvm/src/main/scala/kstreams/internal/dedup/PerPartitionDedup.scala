@@ -31,7 +31,7 @@ import kstreams.internal.state._
   * Two ways to look a record's key up:
   *  - *in memory* (the usual case): the group's live entries are in an [[EntryMap]] that stays in
   *    the executor between micro-batches ([[DedupCaches]]); a micro-batch reads nothing from the
-  *    store, decides every record in memory and appends one chunk per bucket. The map is used
+  *    store, decides every record in memory and appends its entries to their buckets' chunks. The map is used
   *    only when the token stored with the state version this micro-batch was given is the one the
   *    map was filed under, i.e. the map is exactly that committed state; otherwise (restart,
   *    retried batch, another executor) it is rebuilt from the chunks once.

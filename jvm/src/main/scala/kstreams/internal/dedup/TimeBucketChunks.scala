@@ -46,8 +46,8 @@ private[kstreams] final class TimeBucketChunks(
   /** The first timestamp after `bucket`. */
   def bucketEnd(bucket: Long): Long = bucket * bucketMicros + bucketMicros
 
-  /** Appends `encoded` chunks to `bucket`. A bucket out of chunk numbers (one chunk per micro-batch
-    * for a long interval: about a million micro-batches of one bucket) is rewritten whole as
+  /** Appends `encoded` chunks to `bucket`. A bucket out of chunk numbers (a long interval's one bucket
+    * gets a few chunks per micro-batch: hundreds of thousands of micro-batches) is rewritten whole as
     * `compact(its chunks and these)`, which should hold each entry once. */
   def append(bucket: Long, encoded: Seq[Array[Byte]])(compact: Seq[Array[Byte]] => Seq[Array[Byte]]): Unit = {
     val count = if (chunkCounts.containsKey(bucket)) chunkCounts.getValue(bucket) else 0
