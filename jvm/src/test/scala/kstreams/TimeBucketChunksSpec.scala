@@ -67,4 +67,18 @@ class TimeBucketChunksSpec extends SparkSuite {
       )
     ) // after 2
   }
+
+  test("encodeChunks: entries in order, a chunk closed before it would pass 256 KiB, a larger entry alone") {
+    val KiB = 1024
+    // entry i is `sizes(i)` bytes, every byte the entry's number
+    val sizes = Seq(100 * KiB, 100 * KiB, 56 * KiB, 1, 300 * KiB, 10, 20)
+    val chunks = TimeBucketChunks.encodeChunks(sizes.size)(sizes) { (out, i) =>
+      (0 until sizes(i)).foreach(_ => out.put(i.toByte))
+    }
+    // 100 + 100 + 56 KiB is exactly 256 KiB; the 1-byte entry would pass it; the 300 KiB entry is
+    // over it alone; the two small ones after it start a new chunk
+    assert(chunks.map(_.length) == Seq(256 * KiB, 1, 300 * KiB, 30))
+    assert(chunks.flatten == sizes.zipWithIndex.flatMap { case (n, i) => Seq.fill(n)(i.toByte) })
+    assert(TimeBucketChunks.encodeChunks(0)(sizes)((_, _) => ()).isEmpty)
+  }
 }

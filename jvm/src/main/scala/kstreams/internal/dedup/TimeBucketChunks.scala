@@ -107,7 +107,8 @@ private[kstreams] object TimeBucketChunks {
     * few hundred RocksDB values at most. */
   val MaxChunkBytes: Int = 256 * 1024
 
-  /** Writes entry `entry` of what [[encodeChunks]] encodes. */
+  /** Writes entry `entry` of what [[encodeChunks]] encodes (a trait, not a function: a `Function2`
+    * with an object parameter is not specialized, so it would box every entry's index). */
   trait EntryWriter {
     def put(out: ByteBuffer, entry: Int): Unit
   }
@@ -119,9 +120,11 @@ private[kstreams] object TimeBucketChunks {
     val chunks = Vector.newBuilder[Array[Byte]]
     var from = 0
     while (from < count) {
-      var (until, bytes) = (from, 0)
-      while (until < count && (until == from || bytes + bytesOf(until) <= MaxChunkBytes)) {
-        bytes += bytesOf(until); until += 1
+      var (until, bytes, full) = (from, 0, false)
+      while (until < count && !full) {
+        val size = bytesOf(until) // each entry's size computed once
+        if (until == from || bytes + size <= MaxChunkBytes) { bytes += size; until += 1 }
+        else full = true
       }
       val out = ByteBuffer.allocate(bytes)
       var i = from
