@@ -8,7 +8,7 @@ import org.apache.spark.sql.DataFrame
 import org.apache.spark.sql.Encoders
 import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
 import org.apache.spark.sql.functions.{col, hash, lit, pmod}
-import org.apache.spark.sql.kstreams.RowBytes
+import org.apache.spark.sql.kstreams.{GroupPlacement, RowBytes}
 
 import kstreams.internal.dedup._
 import kstreams.internal.plan._
@@ -132,6 +132,67 @@ class DeduplicateSpec extends SparkSuite {
       .toMap
     assert(entriesPerPartition.keySet == Set(0, 1), entriesPerPartition)
     assert(entriesPerPartition.values.sum == 200L && entriesPerPartition.values.forall(_ >= 50L), entriesPerPartition)
+  }
+
+  test("groups are placed round-robin on the state partitions, also after a restart") {
+    // Spark's hash of the numbers 0..7 would put input partitions 0, 1, 3, 6, 7 in one task of
+    // two; each input partition p, and each id group g of deduplicate, belongs in p mod 2
+    val events = (0 until 8).map(p => at(s"k$p", 100, partition = p)) ++
+      (0 until 2000).map(i => at(s"id$i", 100, partition = i % 8))
+    val input = MemoryStream[Event](Encoders.product[Event], spark)
+    val checkpoint = Files.createTempDirectory("placement").toString
+    def start() = {
+      val ks = KStream(input.toDF())
+      ks.deduplicateByKey("10 seconds")
+        .df
+        .union(ks.deduplicate(col("key"), "10 seconds").df)
+        .writeStream
+        .format("noop")
+        .option("checkpointLocation", checkpoint)
+        .start()
+    }
+    // what Spark's state reader finds in each state partition: the input partitions whose stream
+    // time the per-partition store keeps (operator 0), and the id groups of the global one (1)
+    def placed(operator: Int, stateVar: String, column: String): Seq[(Int, Int)] =
+      spark.read
+        .format("statestore")
+        .option("path", checkpoint)
+        .option("operatorId", operator.toString)
+        .option("stateVarName", stateVar)
+        .load()
+        .select(col(column), col("partition_id"))
+        .collect()
+        .map(r => r.getInt(0) -> r.getInt(1))
+        .toSeq
+        .sorted
+    val byPartition = (0 until 8).map(p => p -> p % 2)
+    val batches = Seq(events.take(1000), events.drop(1000))
+    batches.zipWithIndex.foreach { case (batch, i) =>
+      val query = start()
+      try { input.addData(Event.numbered(batch)); query.processAllAvailable() }
+      finally query.stop()
+      assert(placed(0, "streamTimes", "user_map_key.value") == byPartition, s"after run ${i + 1}")
+      val groups = placed(1, "groups", "key.group")
+      assert(groups.size == SpreadRecord.Groups, groups)
+      assert(
+        groups.forall { case (key, statePartition) =>
+          GroupPlacement.indexOf(key) % 2 == statePartition
+        },
+        groups)
+    }
+  }
+
+  test("GroupPlacement.keyOf: Spark's hash of a group's key is the group number") {
+    val numbers = (-3 to 100) ++ Seq(Int.MaxValue, Int.MinValue, 123456789, -987654321)
+    val hashed = spark
+      .createDataFrame(numbers.map(n => (n, GroupPlacement.keyOf(n))))
+      .toDF("n", "key")
+      .select(col("n"), hash(col("key")))
+      .collect()
+      .map(r => r.getInt(0) -> r.getInt(1))
+    assert(hashed.toSeq == numbers.map(n => n -> n))
+    assert(numbers.forall(n => GroupPlacement.indexOf(GroupPlacement.keyOf(n)) == n))
+    assert(numbers.map(GroupPlacement.keyOf).distinct.size == numbers.size)
   }
 
   /** A copy of the checkpoint fixture `name`, written by an older kstreams in `writtenIn`. */

@@ -25,7 +25,12 @@ private[kstreams] object DeduplicateBySequence {
             "(cast it, e.g. col('seq').cast('long'))")
     }
     val prepared =
-      ArrivalOrder.prepare(df, resolved, Seq(Sequence -> sequence.cast(LongType)), watermarkDelayMicros = None)
+      ArrivalOrder.prepare(
+        df,
+        resolved,
+        Seq(Sequence -> sequence.cast(LongType)),
+        watermarkDelayMicros = None,
+        roundRobin = true)
     val processor = new SequenceProcessor(prepared.layout, prepared.layout.extraIndex(Sequence))
     Stateful.run(
       prepared.grouped,

@@ -55,13 +55,17 @@ private[kstreams] object ArrivalOrder {
     *
     * @param extra     named helper columns the processor reads (e.g. the dedup key)
     * @param watermarkDelayMicros watermark added when a streaming input has none
+    * @param roundRobin input partitions placed round-robin on the state partitions
+    *                   ([[GroupPlacement]]); the processor's group is then the partition's key,
+    *                   not its number
     */
   def prepare(
       df: DataFrame,
       columns: ResolvedColumns,
       extra: Seq[(String, Column)],
-      watermarkDelayMicros: Option[Long]): Prepared = {
-    val sorted = arrange(df, columns, extra, watermarkDelayMicros)
+      watermarkDelayMicros: Option[Long],
+      roundRobin: Boolean): Prepared = {
+    val sorted = arrange(df, columns, extra, watermarkDelayMicros, roundRobin)
     val schema = sorted.schema
     val userOutput = InputColumns.userSchema(df, columns)
     val layout = Layout(
@@ -80,15 +84,16 @@ private[kstreams] object ArrivalOrder {
 
   /** The rows [[prepare]] groups, as one DataFrame (the user's columns, then [[Group]],
     * [[Partition]], [[Order]], [[TimestampMicros]]), for code that groups them itself (Python's
-    * `transformWithState`); grouping on [[Group]] keeps the arrival order. */
+    * `transformWithState`); grouping on [[Group]] (the partition number) keeps the arrival order. */
   def arranged(df: DataFrame, columns: ResolvedColumns): DataFrame =
-    arrange(df, columns, Nil, None)
+    arrange(df, columns, Nil, None, roundRobin = false)
 
   val Payload = "payload"
 
   /** Like [[prepare]], for processors that never look at the user's columns: those travel as one
     * byte array ([[Payload]], an UnsafeRow) and the helper columns are plain numbers, so no row is
-    * converted to JVM objects. Rows are read as [[CompactRecord]]s. One group per input partition. */
+    * converted to JVM objects. Rows are read as [[CompactRecord]]s. One group per input partition,
+    * placed round-robin ([[GroupPlacement]]). */
   def prepareCompact(
       df: DataFrame,
       columns: ResolvedColumns,
@@ -102,8 +107,9 @@ private[kstreams] object ArrivalOrder {
 
   /** [[prepareCompact]] for the global store of `deduplicate`, spread over `groups` groups by a
     * hash of the dedup key: two shuffles, first by partition (to compute each record's
-    * partition stream time in arrival order, see [[SpreadRecord.withStreamTimes]]), then by group,
-    * each group's records in (partition, offset) order, markers after each partition's records. */
+    * partition stream time in arrival order, see [[SpreadRecord.withStreamTimes]]), then by group
+    * (placed round-robin, [[GroupPlacement]]), each group's records in (partition, offset) order,
+    * markers after each partition's records. */
   def prepareSpread(
       df: DataFrame,
       columns: ResolvedColumns,
@@ -125,7 +131,8 @@ private[kstreams] object ArrivalOrder {
       )
       .as[SpreadRecord](Encoders.product[SpreadRecord])
       .mapPartitions(SpreadRecord.withStreamTimes(groups) _)(Encoders.product[SpreadRecord])
-    val sorted = ArrivalOrderSort.partitionAndSort(spread.toDF(), "group", Seq("partition", "ordering"))
+    val sorted =
+      ArrivalOrderSort.partitionAndSort(spread.toDF(), "group", Seq("partition", "ordering"), roundRobin = true)
     (
       sorted.groupBy(col("group")).as[Int, SpreadRecord](Encoders.scalaInt, Encoders.product[SpreadRecord]),
       InputColumns.userSchema(df, columns))
@@ -148,7 +155,8 @@ private[kstreams] object ArrivalOrder {
     val sorted = ArrivalOrderSort.partitionAndSort(
       input.df.select(userColumns ++ Seq(input.group.as(Group), input.order.as(Order)): _*),
       Group,
-      Seq(Order))
+      Seq(Order),
+      roundRobin = true)
     sorted.select(
       col(Group),
       input.checkedPartition.as("partition"),
@@ -172,7 +180,8 @@ private[kstreams] object ArrivalOrder {
       df: DataFrame,
       columns: ResolvedColumns,
       extra: Seq[(String, Column)],
-      watermarkDelayMicros: Option[Long]): DataFrame = {
+      watermarkDelayMicros: Option[Long],
+      roundRobin: Boolean): DataFrame = {
     val input = InputColumns(df, columns, watermarkDelayMicros)
     val tsName = columns.timestamp.map(_.name)
     val userSelected = df.schema.fields.toSeq.map { f =>
@@ -187,7 +196,8 @@ private[kstreams] object ArrivalOrder {
     ArrivalOrderSort.partitionAndSort(
       input.df.select(userSelected ++ helpers ++ extra.map { case (name, c) => c.as(name) }: _*),
       Group,
-      Seq(Partition, Order))
+      Seq(Partition, Order),
+      roundRobin)
   }
 
   /** Rows of several inputs ("sides" of a per-key operator, sources of a processor DAG) in the

@@ -79,7 +79,9 @@ private[kstreams] object ProcessorPlan {
       .find(_.name == columns.value)
       .getOrElse(throw StreamColumns.missing(df, columns.value, "value"))
 
-    val prepared = ArrivalOrder.prepare(df, resolved, Nil, None)
+    // a task is named by its group, the partition number (`context.partition`), in Scala as in
+    // Python (arranged): no round-robin keys
+    val prepared = ArrivalOrder.prepare(df, resolved, Nil, None, roundRobin = false)
     val schema = prepared.inputSchema
     val topicIndex = schema.fields.indexWhere(f => f.name == "topic" && f.dataType == StringType)
     val runner = new ProcessorRunner(

@@ -81,7 +81,8 @@ private[kstreams] object WindowedDistinct {
       df,
       resolved,
       Seq(Key -> struct(col(HelperColumns.quote(key.name)).as("key"))),
-      watermarkDelayMicros = Some(watermarkDelayMicros))
+      watermarkDelayMicros = Some(watermarkDelayMicros),
+      roundRobin = true)
     val keySchema = prepared.inputSchema(Key).dataType.asInstanceOf[StructType]
     val window = when(col(Start).isNull, lit(null))
       .otherwise(struct(timestamp_micros(col(Start)).as("start"), timestamp_micros(col(End)).as("end")))

@@ -1,11 +1,11 @@
 package org.apache.spark.sql.kstreams
 
 import org.apache.spark.sql.{DataFrame, Row}
-import org.apache.spark.sql.catalyst.expressions.{Ascending, Attribute, SortOrder}
+import org.apache.spark.sql.catalyst.expressions.{Alias, Ascending, Attribute, SortOrder}
 import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, UnaryNode}
 import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning
 import org.apache.spark.sql.classic
-import org.apache.spark.sql.execution.{SortExec, SparkPlan, SparkStrategy}
+import org.apache.spark.sql.execution.{ProjectExec, SortExec, SparkPlan, SparkStrategy}
 import org.apache.spark.sql.execution.exchange.{REQUIRED_BY_STATEFUL_OPERATOR, ShuffleExchangeExec}
 import org.apache.spark.sql.execution.streaming.runtime.{StreamExecution, StreamingQueryWrapper}
 import org.apache.spark.sql.internal.SQLConf
@@ -19,9 +19,12 @@ import org.apache.spark.sql.internal.SQLConf
   * shuffle is planned here, not left to `EnsureRequirements`, so that it sits *below* the sort and
   * is exactly the partitioning a stateful operator grouped on `groupBy` requires (Spark then adds
   * no shuffle or sort of its own), even when the optimizer folds a constant grouping column.
+  * With `roundRobin`, the single int grouping column holds group numbers that are placed on
+  * state partitions round-robin ([[GroupPlacement]]): the planned shuffle is of their keys.
   * Lives in Spark's package to build a Dataset from a logical plan.
   */
-case class ArrivalOrderSort(groupBy: Seq[Attribute], order: Seq[SortOrder], child: LogicalPlan) extends UnaryNode {
+case class ArrivalOrderSort(groupBy: Seq[Attribute], order: Seq[SortOrder], roundRobin: Boolean, child: LogicalPlan)
+    extends UnaryNode {
   override def output: Seq[Attribute] = child.output
   override protected def withNewChildInternal(newChild: LogicalPlan): ArrivalOrderSort =
     copy(child = newChild)
@@ -30,11 +33,34 @@ case class ArrivalOrderSort(groupBy: Seq[Attribute], order: Seq[SortOrder], chil
 /** Plans [[ArrivalOrderSort]] as a hash shuffle (state-store partitioning) and a local sort. */
 object ArrivalOrderStrategy extends SparkStrategy {
   override def apply(plan: LogicalPlan): Seq[SparkPlan] = plan match {
-    case ArrivalOrderSort(groupBy, order, child) =>
+    case ArrivalOrderSort(groupBy, order, roundRobin, child) =>
+      val input =
+        if (!roundRobin || !GroupPlacement.roundRobin(currentQuery())) planLater(child)
+        else {
+          // the group number replaced by its key under the same attribute, so that the stateful
+          // operator above, grouped on that attribute, needs no shuffle of its own
+          val group = groupBy.head
+          ProjectExec(
+            child.output.map(a => if (a.exprId == group.exprId) Alias(GroupKey(a), a.name)(exprId = a.exprId) else a),
+            planLater(child))
+        }
       val partitioning = HashPartitioning(groupBy, statePartitions())
-      val shuffle = ShuffleExchangeExec(partitioning, planLater(child), REQUIRED_BY_STATEFUL_OPERATOR)
+      val shuffle = ShuffleExchangeExec(partitioning, input, REQUIRED_BY_STATEFUL_OPERATOR)
       SortExec(order, global = false, shuffle) :: Nil
     case _ => Nil
+  }
+
+  /** The streaming query being planned on this thread, if any (see [[statePartitions]]). */
+  private def currentQuery(): Option[StreamExecution] = {
+    val sessions = Seq(classic.SparkSession.getActiveSession, classic.SparkSession.getDefaultSession).flatten
+    val queryId =
+      sessions.headOption.flatMap(s => Option(s.sparkContext.getLocalProperty(StreamExecution.QUERY_ID_KEY)))
+    queryId.flatMap { id =>
+      sessions.iterator.flatMap(s => Option(s.streams.get(id))).collectFirst {
+        case wrapper: StreamingQueryWrapper => wrapper.streamingQuery
+        case execution: StreamExecution => execution
+      }
+    }
   }
 
   /** The partition count of the state store a stateful operator of this plan will use.
@@ -45,16 +71,7 @@ object ArrivalOrderStrategy extends SparkStrategy {
     */
   private def statePartitions(): Int = {
     val fallback = SQLConf.get.numShufflePartitions
-    val sessions = Seq(classic.SparkSession.getActiveSession, classic.SparkSession.getDefaultSession).flatten
-    val queryId =
-      sessions.headOption.flatMap(s => Option(s.sparkContext.getLocalProperty(StreamExecution.QUERY_ID_KEY)))
-    val execution = queryId.flatMap { id =>
-      sessions.iterator.flatMap(s => Option(s.streams.get(id))).collectFirst {
-        case wrapper: StreamingQueryWrapper => wrapper.streamingQuery
-        case execution: StreamExecution => execution
-      }
-    }
-    val restored = execution
+    val restored = currentQuery()
       .flatMap(_.offsetLog.getLatest())
       .flatMap { case (_, offsets) => offsets.metadataOpt }
       .flatMap(_.conf.get(SQLConf.SHUFFLE_PARTITIONS.key))
@@ -65,8 +82,9 @@ object ArrivalOrderStrategy extends SparkStrategy {
 object ArrivalOrderSort {
 
   /** `df` hash-partitioned on `groupBy` and sorted inside each partition by `orderBy` (ascending,
-    * after `groupBy`); streaming or batch. */
-  def partitionAndSort(df: DataFrame, groupBy: String, orderBy: Seq[String]): DataFrame = {
+    * after `groupBy`); streaming or batch. With `roundRobin`, `groupBy` is an int group number
+    * placed as [[GroupPlacement]] says, and the processor sees its key. */
+  def partitionAndSort(df: DataFrame, groupBy: String, orderBy: Seq[String], roundRobin: Boolean): DataFrame = {
     val ds = df.asInstanceOf[classic.Dataset[Row]]
     val session = ds.sparkSession
     val strategies = session.experimental.extraStrategies
@@ -77,6 +95,6 @@ object ArrivalOrderSort {
     def attribute(name: String) =
       plan.output.find(_.name == name).getOrElse(throw new IllegalArgumentException(s"no column $name"))
     val order = (groupBy +: orderBy).map(name => SortOrder(attribute(name), Ascending))
-    classic.Dataset.ofRows(session, ArrivalOrderSort(Seq(attribute(groupBy)), order, plan))
+    classic.Dataset.ofRows(session, ArrivalOrderSort(Seq(attribute(groupBy)), order, roundRobin, plan))
   }
 }
