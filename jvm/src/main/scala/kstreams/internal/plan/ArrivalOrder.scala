@@ -56,8 +56,9 @@ private[kstreams] object ArrivalOrder {
     * @param extra     named helper columns the processor reads (e.g. the dedup key)
     * @param watermarkDelayMicros watermark added when a streaming input has none
     * @param roundRobin input partitions placed round-robin on the state partitions
-    *                   ([[GroupPlacement]]); the processor's group is then the partition's key,
-    *                   not its number
+    *                   ([[GroupPlacement]]); the processor's group is then an opaque key (the
+    *                   partition's, or its number in a checkpoint that predates the placement),
+    *                   so only a processor that reads the partition from its rows may ask for it
     */
   def prepare(
       df: DataFrame,
