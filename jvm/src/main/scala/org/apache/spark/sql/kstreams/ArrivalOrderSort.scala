@@ -1,5 +1,6 @@
 package org.apache.spark.sql.kstreams
 
+import org.apache.spark.SparkContext
 import org.apache.spark.sql.{DataFrame, Row}
 import org.apache.spark.sql.catalyst.expressions.{Alias, Ascending, Attribute, SortOrder}
 import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, UnaryNode}
@@ -7,7 +8,7 @@ import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning
 import org.apache.spark.sql.classic
 import org.apache.spark.sql.execution.{ProjectExec, SortExec, SparkPlan, SparkStrategy}
 import org.apache.spark.sql.execution.exchange.{REQUIRED_BY_STATEFUL_OPERATOR, ShuffleExchangeExec}
-import org.apache.spark.sql.execution.streaming.runtime.{StreamExecution, StreamingQueryWrapper}
+import org.apache.spark.sql.execution.streaming.runtime.StreamExecution
 import org.apache.spark.sql.internal.SQLConf
 
 /** Hash-partitions rows on `groupBy` and sorts each partition by `order`; allowed on streaming
@@ -50,18 +51,10 @@ object ArrivalOrderStrategy extends SparkStrategy {
     case _ => Nil
   }
 
-  /** The streaming query being planned on this thread, if any (see [[statePartitions]]). */
-  private def currentQuery(): Option[StreamExecution] = {
-    val sessions = Seq(classic.SparkSession.getActiveSession, classic.SparkSession.getDefaultSession).flatten
-    val queryId =
-      sessions.headOption.flatMap(s => Option(s.sparkContext.getLocalProperty(StreamExecution.QUERY_ID_KEY)))
-    queryId.flatMap { id =>
-      sessions.iterator.flatMap(s => Option(s.streams.get(id))).collectFirst {
-        case wrapper: StreamingQueryWrapper => wrapper.streamingQuery
-        case execution: StreamExecution => execution
-      }
-    }
-  }
+  /** The streaming query being planned on this thread, if any: Spark sets the query id as a
+    * local property of a stream's thread ([[RunningQueries]] finds the query by it). */
+  private def currentQuery(): Option[StreamExecution] =
+    Option(SparkContext.getOrCreate().getLocalProperty(StreamExecution.QUERY_ID_KEY)).flatMap(RunningQueries.get)
 
   /** The partition count of the state store a stateful operator of this plan will use.
     *
