@@ -48,6 +48,13 @@ import kstreams.internal.state._
   * interval` is late and never stored), so the largest timestamp read for a key is its current
   * entry, in the chunks as in `entries`.
   *
+  * Real-time mode (spec section 8) runs the same rule and store: a partition's store is opened at
+  * its first record of the batch, each record is decided in memory as it arrives (forwarded at
+  * once), and the store is closed, as at the end of a micro-batch, at the partition's end-of-batch
+  * marker. So a record's cost does not depend on the batch duration or on the live keys, and
+  * eviction follows the partition's own stream time record by record (a dead entry is ignored by
+  * timestamp and dropped when the map next grows), needing no watermark.
+  *
   * Output: forwarded records (and late ones routed to the side output, [[CompactEmitter]]), then one
   * row per micro-batch and drop reason with the number of records dropped (not one marker row per
   * dropped record), read by [[Stateful.runCounted]].
@@ -58,7 +65,8 @@ private[kstreams] final class PerPartitionDedupProcessor(
     useTimers: Boolean,
     memorySetting: Long,
     lateRecords: LateRecords)
-    extends StatefulProcessor[Int, CompactRecord, CompactOutput] {
+    extends StatefulProcessor[Int, CompactRecord, CompactOutput]
+    with RealTimeCapable {
 
   import PerPartitionDedupProcessor._
 
@@ -87,40 +95,63 @@ private[kstreams] final class PerPartitionDedupProcessor(
     sweeper = new Sweeper(getHandle, math.max(intervalMicros, IdleSweepMicros))
   }
 
+  /** Groups whose store is open in this task. In a micro-batch a group's records come in one
+    * call and its store is closed at the end of it; in a real-time query each record comes in a
+    * call of its own, and the store stays open (decisions in memory, no state written per record)
+    * until the partition's end-of-batch marker ([[kstreams.internal.plan.EndMarkers]]), which
+    * arrives before the task commits. */
+  @transient private lazy val open = mutable.HashMap.empty[Int, OpenGroup]
+
   override def handleInputRows(
       group: Int,
       rows: Iterator[CompactRecord],
       timerValues: TimerValues): Iterator[CompactOutput] = {
-    val times = new StreamTimes(streamTimes)
-    var store: GroupStore = null // opened at the group's first record
-    var partition = 0
-    var streamTime = Long.MinValue // of the group's one partition: kept here, stored once
-    val emit = new CompactEmitter(lateRecords)
-    var lastOrder = Long.MinValue
+    var ended = false
     val emitted = rows
       .map { r =>
-        if (r.ordering < lastOrder)
-          throw new IllegalStateException(
-            s"kstreams internal error: partition ${r.partition} arrived out of order " +
-              s"(${r.ordering} after $lastOrder). Please report this with the query plan.")
-        lastOrder = r.ordering
-        if (store == null) {
-          partition = r.partition; streamTime = times.current(partition)
-          store = new GroupStore(group, liveFromOf(streamTime))
-        }
-        if (r.timestampMicros > streamTime) streamTime = r.timestampMicros
-        val liveFrom = streamTime - intervalMicros
-        if (r.keyNull) emit.forward(r.payload)
-        else if (!store.shouldForward(r, liveFrom)) emit.duplicate()
-        else emit.forwardable(r.payload, late = r.timestampMicros < liveFrom)
+        if (r.endOfBatch) { ended = true; null }
+        else open.getOrElseUpdate(group, new OpenGroup(group, r)).decide(r)
       }
       .filter(_ != null)
     emitted ++ {
-      if (store != null) {
-        times.advance(partition, streamTime)
-        times.flush()
-        store.close(streamTime - intervalMicros)
+      open.get(group) match {
+        case Some(g) if ended || !g.realTime =>
+          open.remove(group)
+          g.close(timerValues)
+        case _ => Iterator.empty
       }
+    }
+  }
+
+  /** One group (input partition) from its first record in this task until its store closes. */
+  private final class OpenGroup(group: Int, first: CompactRecord) {
+    val realTime: Boolean = first.realTime
+    private val partition = first.partition
+    private val times = new StreamTimes(streamTimes)
+    private var streamTime = times.current(partition) // of the group's one partition: stored once
+    private val store = new GroupStore(group, liveFromOf(streamTime))
+    private val emit = new CompactEmitter(lateRecords)
+    private var lastOrder = Long.MinValue
+
+    /** The spec's rule for `r`: what to emit, or null. */
+    def decide(r: CompactRecord): CompactOutput = {
+      if (r.ordering < lastOrder)
+        throw new IllegalStateException(
+          s"kstreams internal error: partition ${r.partition} arrived out of order " +
+            s"(${r.ordering} after $lastOrder). Please report this with the query plan.")
+      lastOrder = r.ordering
+      if (r.timestampMicros > streamTime) streamTime = r.timestampMicros
+      val liveFrom = streamTime - intervalMicros
+      if (r.keyNull) emit.forward(r.payload)
+      else if (!store.shouldForward(r, liveFrom)) emit.duplicate()
+      else emit.forwardable(r.payload, late = r.timestampMicros < liveFrom)
+    }
+
+    /** Writes what the group stored and its stream time; the drop counts to emit. */
+    def close(timerValues: TimerValues): Iterator[CompactOutput] = {
+      times.advance(partition, streamTime)
+      times.flush()
+      store.close(streamTime - intervalMicros)
       if (useTimers) sweeper.ensureArmed(timerValues)
       emit.counts
     }
@@ -276,29 +307,34 @@ private[kstreams] final class PerPartitionDedupProcessor(
       group: Int,
       timerValues: TimerValues,
       expiredTimerInfo: ExpiredTimerInfo): Iterator[CompactOutput] = {
-    sweeper.fired(timerValues, streamTimes) { sweepTime =>
-      val evictBelow = sweepTime - intervalMicros
-      val dead = buckets.deadBuckets(evictBelow)
-      val current = Option(mode.get()).getOrElse(DedupStoreMode(0L, spilled = false))
-      if (dead.nonEmpty) {
-        removeBuckets(dead, evictBelow, current.spilled)
-        // The watermark may be past the partition's own stream time (an idle partition): then
-        // entries the processor still counts as live are gone, and a kept map would disagree with
-        // the store. Such a map is never used again: the token changes.
-        val ownLiveFrom = liveFromOf(streamTimes.values().foldLeft(Long.MinValue)(math.max))
-        if (!current.spilled && dead.exists { case (bucket, _) => buckets.bucketEnd(bucket) > ownLiveFrom }) {
-          mode.update(current.copy(token = newToken()))
+    // A real-time query checks timers between records: a group whose store is open here is not
+    // idle (it drops its dead buckets itself when it opens), and sweeping under its open map
+    // would change the state beneath it, so the timer is only armed again.
+    if (open.contains(group)) sweeper.fired(timerValues, streamTimes)(_ => true)
+    else
+      sweeper.fired(timerValues, streamTimes) { sweepTime =>
+        val evictBelow = sweepTime - intervalMicros
+        val dead = buckets.deadBuckets(evictBelow)
+        val current = Option(mode.get()).getOrElse(DedupStoreMode(0L, spilled = false))
+        if (dead.nonEmpty) {
+          removeBuckets(dead, evictBelow, current.spilled)
+          // The watermark may be past the partition's own stream time (an idle partition): then
+          // entries the processor still counts as live are gone, and a kept map would disagree with
+          // the store. Such a map is never used again: the token changes.
+          val ownLiveFrom = liveFromOf(streamTimes.values().foldLeft(Long.MinValue)(math.max))
+          if (!current.spilled && dead.exists { case (bucket, _) => buckets.bucketEnd(bucket) > ownLiveFrom }) {
+            mode.update(current.copy(token = newToken()))
+            cacheId(group).foreach(DedupCaches.drop)
+          }
+        }
+        val left = buckets.nonEmpty
+        if (!left && mode.exists()) { // nothing stored any more: neither a map nor spilled entries
+          if (current.spilled) entries.clear()
+          mode.clear()
           cacheId(group).foreach(DedupCaches.drop)
         }
+        left
       }
-      val left = buckets.nonEmpty
-      if (!left && mode.exists()) { // nothing stored any more: neither a map nor spilled entries
-        if (current.spilled) entries.clear()
-        mode.clear()
-        cacheId(group).foreach(DedupCaches.drop)
-      }
-      left
-    }
     Iterator.empty
   }
 }

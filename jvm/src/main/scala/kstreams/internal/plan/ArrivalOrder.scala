@@ -94,13 +94,24 @@ private[kstreams] object ArrivalOrder {
   /** Like [[prepare]], for processors that never look at the user's columns: those travel as one
     * byte array ([[Payload]], an UnsafeRow) and the helper columns are plain numbers, so no row is
     * converted to JVM objects. Rows are read as [[CompactRecord]]s. One group per input partition,
-    * placed round-robin ([[GroupPlacement]]). */
+    * placed round-robin ([[GroupPlacement]]).
+    *
+    * Planned for the query's trigger ([[ArrivalOrderSort.byTrigger]]): in a micro-batch each
+    * partition's records are sorted after the shuffle ([[compactByPartition]]); in real-time mode
+    * they are not sorted (Spark's pipelined shuffle keeps the order in which each source task,
+    * one per Kafka partition, sent them) and each is followed by its partition's end-of-batch
+    * marker ([[compactRealTime]]). The processor checks the order either way. */
   def prepareCompact(
       df: DataFrame,
       columns: ResolvedColumns,
       keyParts: Seq[Column],
       watermarkDelayMicros: Option[Long]): (KeyValueGroupedDataset[Int, CompactRecord], StructType) = {
-    val named = compactByPartition(df, columns, keyParts, watermarkDelayMicros)
+    // Both plans refer to the input's columns by name or by attribute (a key part such as df("id")
+    // is resolved to its attribute), which the batch the real-time plan is built on keeps.
+    val input = InputColumns(df, columns, watermarkDelayMicros)
+    def plan(branch: (DataFrame, InputColumns, Seq[Column]) => DataFrame)(in: DataFrame): DataFrame =
+      branch(df, input.copy(df = in), keyParts)
+    val named = ArrivalOrderSort.byTrigger(input.df)(plan(compactByPartition), plan(compactRealTime))
     (
       named.groupBy(col(Group)).as[Int, CompactRecord](Encoders.scalaInt, Encoders.product[CompactRecord]),
       InputColumns.userSchema(df, columns))
@@ -117,7 +128,7 @@ private[kstreams] object ArrivalOrder {
       keyParts: Seq[Column],
       groups: Int,
       watermarkDelayMicros: Option[Long]): (KeyValueGroupedDataset[Int, SpreadRecord], StructType) = {
-    val spread = compactByPartition(df, columns, keyParts, watermarkDelayMicros)
+    val spread = compactByPartition(df, InputColumns(df, columns, watermarkDelayMicros), keyParts)
       .select(
         pmod(hash(col("key")), lit(groups)).as("group"),
         col("partition"),
@@ -146,29 +157,48 @@ private[kstreams] object ArrivalOrder {
     * dedup key's and the payload's encoding) after the sort, so that this per-record work is
     * spread over the state partitions' tasks instead of the input's (often one task per
     * micro-batch), and the shuffle carries each value once. */
-  private def compactByPartition(
-      df: DataFrame,
-      columns: ResolvedColumns,
-      keyParts: Seq[Column],
-      watermarkDelayMicros: Option[Long]): DataFrame = {
-    val input = InputColumns(df, columns, watermarkDelayMicros)
+  private def compactByPartition(df: DataFrame, input: InputColumns, keyParts: Seq[Column]): DataFrame = {
     val userColumns = df.schema.fields.toSeq.map(f => col(quote(f.name)))
     val sorted = ArrivalOrderSort.partitionAndSort(
       input.df.select(userColumns ++ Seq(input.group.as(Group), input.order.as(Order)): _*),
       Group,
       Seq(Order),
       roundRobin = true)
-    sorted.select(
-      col(Group),
-      input.checkedPartition.as("partition"),
-      col(Order).as("ordering"),
-      input.timestampMicros.as("timestampMicros"),
-      coalesce(input.offset.getOrElse(lit(null).cast(LongType)), lit(Long.MinValue)).as("offset"),
-      keyParts.map(_.isNull).reduce(_ || _).as("keyNull"),
-      RowBytes.encode(keyParts).as("key"),
-      RowBytes.encode(userColumns).as(Payload)
-    )
+    sorted.select(col(Group) +: compactColumns(input, col(Order), keyParts, userColumns, realTime = false): _*)
   }
+
+  /** [[compactByPartition]] for a real-time query: the same columns, computed in the source's
+    * tasks (there is no sort to wait for, so nothing is gained by moving them), each task's rows
+    * followed by one end-of-batch marker per partition it read ([[EndMarkers]]), then shuffled
+    * without a sort. */
+  private def compactRealTime(df: DataFrame, input: InputColumns, keyParts: Seq[Column]): DataFrame = {
+    val userColumns = df.schema.fields.toSeq.map(f => col(quote(f.name)))
+    val records = input.df
+      .select(input.group.as(Group) +: compactColumns(input, input.order, keyParts, userColumns, realTime = true): _*)
+      .as[CompactRecord](Encoders.product[CompactRecord])
+      .mapPartitions(EndMarkers.append _)(Encoders.product[CompactRecord])
+      .toDF()
+    ArrivalOrderSort.partitionAndSort(records, Group, Nil, roundRobin = true)
+  }
+
+  /** The columns of [[CompactRecord]], in its order (`ordering`: the record's place in its
+    * partition, [[InputColumns.order]] or the column it was computed into). */
+  private def compactColumns(
+      input: InputColumns,
+      ordering: Column,
+      keyParts: Seq[Column],
+      userColumns: Seq[Column],
+      realTime: Boolean): Seq[Column] = Seq(
+    input.checkedPartition.as("partition"),
+    ordering.as("ordering"),
+    input.timestampMicros.as("timestampMicros"),
+    coalesce(input.offset.getOrElse(lit(null).cast(LongType)), lit(Long.MinValue)).as("offset"),
+    keyParts.map(_.isNull).reduce(_ || _).as("keyNull"),
+    RowBytes.encode(keyParts).as("key"),
+    RowBytes.encode(userColumns).as(Payload),
+    lit(realTime).as("realTime"),
+    lit(false).as("endOfBatch")
+  )
 
   /** Decodes [[Payload]] back into the user's columns (with their original types and
     * nullability), followed by the `extra` columns (named). */
@@ -294,15 +324,26 @@ private[kstreams] final class StreamTimes(state: MapState[Int, Long]) {
 }
 
 /** One record as a compact processor reads it: where it came from, its time, its dedup key as
-  * bytes (`keyNull` when any part of the key is null) and the user's columns as an UnsafeRow. */
+  * bytes (`keyNull` when any part of the key is null) and the user's columns as an UnsafeRow.
+  *
+  * @param __kstreams_group the `transformWithState` group ([[HelperColumns.Group]]: the partition,
+  *                   before the shuffle; its [[GroupPlacement]] key after it)
+  * @param realTime   read by a real-time query: the processor gets it alone, and keeps its
+  *                   partition's store open until the partition's end-of-batch marker
+  * @param endOfBatch not a record: the marker that follows a partition's last record of a
+  *                   real-time batch ([[EndMarkers]]); only `partition` is set
+  */
 private[kstreams] final case class CompactRecord(
+    __kstreams_group: Int,
     partition: Int,
     ordering: Long,
     timestampMicros: Long,
     offset: Long,
     keyNull: Boolean,
     key: Array[Byte],
-    payload: Array[Byte])
+    payload: Array[Byte],
+    realTime: Boolean,
+    endOfBatch: Boolean)
 
 /** What a compact processor emits: a forwarded record's payload (reason null, count 1), or the
   * number of records it dropped for a reason (payload null). The field names are

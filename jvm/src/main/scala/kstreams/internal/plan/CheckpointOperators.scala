@@ -40,10 +40,8 @@ private[kstreams] object CheckpointOperators {
   }
   private val runs = mutable.HashMap.empty[String, Run]
 
-  def verify(processor: AnyRef, descriptor: OperatorDescriptor): Unit = {
-    val queryId = Option(SparkContext.getOrCreate().getLocalProperty(StreamExecution.QUERY_ID_KEY))
-    queryId.flatMap(RunningQueries.get).foreach { query => verify(query, processor, descriptor.render) }
-  }
+  def verify(processor: AnyRef, descriptor: OperatorDescriptor): Unit =
+    RunningQueries.current().foreach { query => verify(query, processor, descriptor.render) }
 
   private def verify(query: StreamExecution, processor: AnyRef, descriptor: String): Unit = synchronized {
     val key = query.id.toString

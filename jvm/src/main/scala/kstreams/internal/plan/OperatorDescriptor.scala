@@ -6,6 +6,7 @@ import java.time.Duration
 
 import org.apache.spark.TaskContext
 import org.apache.spark.sql.Column
+import org.apache.spark.sql.kstreams.RunningQueries
 import org.apache.spark.sql.streaming._
 
 /** What a checkpoint's state of one operator depends on: the operator and the settings that decide
@@ -54,16 +55,21 @@ private[kstreams] object OperatorDescriptor {
 }
 
 /** `inner`, checked on the driver against the checkpoint before its query's first micro-batch
-  * runs ([[CheckpointOperators]]). Spark calls a processor's `init` on the driver when it plans
+  * runs ([[CheckpointOperators]]), and refused in a real-time query unless it is a
+  * [[RealTimeCapable]] processor. Spark calls a processor's `init` on the driver when it plans
   * the first micro-batch of each run (to learn the state variables' schemas), which is the one
-  * moment an operator of a running query can see the query, and so its checkpoint. */
+  * moment an operator of a running query can see the query, and so its checkpoint and trigger. */
 private[kstreams] final class DescribedProcessor[K, I, O](
     inner: StatefulProcessor[K, I, O],
     descriptor: OperatorDescriptor)
     extends StatefulProcessor[K, I, O] {
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
-    if (TaskContext.get() == null) CheckpointOperators.verify(this, descriptor)
+    if (TaskContext.get() == null) {
+      if (!inner.isInstanceOf[RealTimeCapable] && RunningQueries.current().exists(RunningQueries.isRealTime))
+        throw RealTimeCapable.refused(descriptor.operator)
+      CheckpointOperators.verify(this, descriptor)
+    }
     inner.setHandle(getHandle)
     inner.init(outputMode, timeMode)
   }
@@ -75,4 +81,20 @@ private[kstreams] final class DescribedProcessor[K, I, O](
     inner.handleExpiredTimer(key, timerValues, expiredTimerInfo)
 
   override def close(): Unit = inner.close()
+}
+
+/** A processor that runs in a real-time query (spec section 8) as in a micro-batch: its input
+  * comes through [[ArrivalOrder.prepareCompact]]'s real-time branch, one row per
+  * `handleInputRows` call with an end-of-batch marker per input partition ([[EndMarkers]]). Every
+  * other kstreams processor is refused there by [[DescribedProcessor]] before a record is read. */
+private[kstreams] trait RealTimeCapable
+
+private[kstreams] object RealTimeCapable {
+
+  /** The error for `operator` in a real-time query, in the words the user wrote it with. */
+  def refused(operator: String): KStreamsException =
+    new KStreamsException(
+      s"$operator cannot run in real-time mode (trigger(realTime=...)): of the kstreams operators only " +
+        "deduplicate_by_key and deduplicate_by_key_value run there (README, \"Real-time mode\"); " +
+        "run this query with a micro-batch trigger, e.g. trigger(processingTime='0 seconds')")
 }

@@ -1,6 +1,5 @@
 package org.apache.spark.sql.kstreams
 
-import org.apache.spark.SparkContext
 import org.apache.spark.sql.{DataFrame, Row}
 import org.apache.spark.sql.catalyst.expressions.{Alias, Ascending, Attribute, SortOrder}
 import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, UnaryNode}
@@ -8,7 +7,6 @@ import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning
 import org.apache.spark.sql.classic
 import org.apache.spark.sql.execution.{ProjectExec, SortExec, SparkPlan, SparkStrategy}
 import org.apache.spark.sql.execution.exchange.{REQUIRED_BY_STATEFUL_OPERATOR, ShuffleExchangeExec}
-import org.apache.spark.sql.execution.streaming.runtime.StreamExecution
 import org.apache.spark.sql.internal.SQLConf
 
 /** Hash-partitions rows on `groupBy` and sorts each partition by `order`; allowed on streaming
@@ -22,6 +20,8 @@ import org.apache.spark.sql.internal.SQLConf
   * no shuffle or sort of its own), even when the optimizer folds a constant grouping column.
   * With `roundRobin`, the single int grouping column holds group numbers that are placed on
   * state partitions round-robin ([[GroupPlacement]]): the planned shuffle is of their keys.
+  * With an empty `order` only the shuffle is planned: the input of a real-time query, whose
+  * pipelined shuffle keeps each upstream task's rows in the order it sent them ([[ByTrigger]]).
   * Lives in Spark's package to build a Dataset from a logical plan.
   */
 case class ArrivalOrderSort(groupBy: Seq[Attribute], order: Seq[SortOrder], roundRobin: Boolean, child: LogicalPlan)
@@ -31,12 +31,56 @@ case class ArrivalOrderSort(groupBy: Seq[Attribute], order: Seq[SortOrder], roun
     copy(child = newChild)
 }
 
-/** Plans [[ArrivalOrderSort]] as a hash shuffle (state-store partitioning) and a local sort. */
+/** One operator's input planned for the trigger of the query being planned: `microBatch` for a
+  * micro-batch or batch query, `realTime(input)` for a real-time one (Spark 4.3's
+  * `trigger(realTime=...)`, spec section 8), where `input` is what the [[TriggerInput]] inside
+  * `microBatch` marks, as the batch being planned has it. `realTime` must give the columns of
+  * `microBatch` in the same order, of the same types.
+  *
+  * Why two plans: a micro-batch orders each partition's records with a sort after the shuffle,
+  * which a real-time query may not have (a sort waits for its whole input; Spark's allowlist
+  * refuses `SortExec`); a real-time query relies on the pipelined shuffle's order instead and
+  * needs an end-of-batch marker per partition behind its records
+  * ([[kstreams.internal.plan.EndMarkers]]), which a micro-batch does not. Why the real-time plan
+  * is built only when planned, from the marked input, and is not a second child: a real-time
+  * query refuses a plan that reads its source twice (`IDENTICAL_SOURCES_IN_UNION_NOT_SUPPORTED`).
+  */
+case class ByTrigger(microBatch: LogicalPlan, realTime: DataFrame => DataFrame) extends UnaryNode {
+  override def child: LogicalPlan = microBatch
+  override def output: Seq[Attribute] = microBatch.output
+  override protected def withNewChildInternal(newChild: LogicalPlan): ByTrigger = copy(microBatch = newChild)
+}
+
+/** Marks the input of a [[ByTrigger]]'s real-time plan; plans as its child. */
+case class TriggerInput(child: LogicalPlan) extends UnaryNode {
+  override def output: Seq[Attribute] = child.output
+  override protected def withNewChildInternal(newChild: LogicalPlan): TriggerInput = copy(child = newChild)
+}
+
+/** Plans [[ArrivalOrderSort]] as a hash shuffle (state-store partitioning) and a local sort, and
+  * [[ByTrigger]] as the branch of the query's trigger. */
 object ArrivalOrderStrategy extends SparkStrategy {
   override def apply(plan: LogicalPlan): Seq[SparkPlan] = plan match {
+    case ByTrigger(microBatch, realTime) =>
+      if (!RunningQueries.current().exists(RunningQueries.isRealTime)) planLater(microBatch) :: Nil
+      else {
+        val input = microBatch
+          .collectFirst { case TriggerInput(marked) => marked }
+          .getOrElse(throw new IllegalStateException("kstreams internal error: no TriggerInput under ByTrigger"))
+        val session = classic.SparkSession.active
+        val planned = realTime(classic.Dataset.ofRows(session, input)).asInstanceOf[classic.Dataset[Row]]
+        // optimized directly: the Dataset's own optimizedPlan refuses a streaming plan outside start()
+        val rt = session.sessionState.optimizer.execute(planned.queryExecution.analyzed)
+        // the real-time plan's columns under the micro-batch plan's attributes (by position):
+        // ProjectExec carries the shuffle's partitioning through the aliases, so the operator
+        // above sees the distribution it requires and Spark adds no shuffle of its own
+        val renamed = microBatch.output.zip(rt.output).map { case (mb, r) => Alias(r, mb.name)(exprId = mb.exprId) }
+        ProjectExec(renamed, planLater(rt)) :: Nil
+      }
+    case TriggerInput(child) => planLater(child) :: Nil
     case ArrivalOrderSort(groupBy, order, roundRobin, child) =>
       val input =
-        if (!roundRobin || !GroupPlacement.roundRobin(currentQuery())) planLater(child)
+        if (!roundRobin || !GroupPlacement.roundRobin(RunningQueries.current())) planLater(child)
         else {
           // the group number replaced by its key under the same attribute, so that the stateful
           // operator above, grouped on that attribute, needs no shuffle of its own
@@ -47,14 +91,9 @@ object ArrivalOrderStrategy extends SparkStrategy {
         }
       val partitioning = HashPartitioning(groupBy, statePartitions())
       val shuffle = ShuffleExchangeExec(partitioning, input, REQUIRED_BY_STATEFUL_OPERATOR)
-      SortExec(order, global = false, shuffle) :: Nil
+      (if (order.isEmpty) shuffle else SortExec(order, global = false, shuffle)) :: Nil
     case _ => Nil
   }
-
-  /** The streaming query being planned on this thread, if any: Spark sets the query id as a
-    * local property of a stream's thread ([[RunningQueries]] finds the query by it). */
-  private def currentQuery(): Option[StreamExecution] =
-    Option(SparkContext.getOrCreate().getLocalProperty(StreamExecution.QUERY_ID_KEY)).flatMap(RunningQueries.get)
 
   /** The partition count of the state store a stateful operator of this plan will use.
     *
@@ -64,7 +103,8 @@ object ArrivalOrderStrategy extends SparkStrategy {
     */
   private def statePartitions(): Int = {
     val fallback = SQLConf.get.numShufflePartitions
-    val restored = currentQuery()
+    val restored = RunningQueries
+      .current()
       .flatMap(_.offsetLog.getLatest())
       .flatMap { case (_, offsets) => offsets.metadataOpt }
       .flatMap(_.conf.get(SQLConf.SHUFFLE_PARTITIONS.key))
@@ -75,8 +115,9 @@ object ArrivalOrderStrategy extends SparkStrategy {
 object ArrivalOrderSort {
 
   /** `df` hash-partitioned on `groupBy` and sorted inside each partition by `orderBy` (ascending,
-    * after `groupBy`); streaming or batch. With `roundRobin`, `groupBy` is an int group number
-    * placed as [[GroupPlacement]] says, and the processor sees its key. */
+    * after `groupBy`; not sorted at all when `orderBy` is empty); streaming or batch. With
+    * `roundRobin`, `groupBy` is an int group number placed as [[GroupPlacement]] says, and the
+    * processor sees its key. */
   def partitionAndSort(df: DataFrame, groupBy: String, orderBy: Seq[String], roundRobin: Boolean): DataFrame = {
     val ds = df.asInstanceOf[classic.Dataset[Row]]
     val session = ds.sparkSession
@@ -87,7 +128,23 @@ object ArrivalOrderSort {
     val plan = ds.queryExecution.analyzed
     def attribute(name: String) =
       plan.output.find(_.name == name).getOrElse(throw new IllegalArgumentException(s"no column $name"))
-    val order = (groupBy +: orderBy).map(name => SortOrder(attribute(name), Ascending))
+    val order =
+      if (orderBy.isEmpty) Nil else (groupBy +: orderBy).map(name => SortOrder(attribute(name), Ascending))
     classic.Dataset.ofRows(session, ArrivalOrderSort(Seq(attribute(groupBy)), order, roundRobin, plan))
+  }
+
+  /** `microBatch(input)` planned as [[ByTrigger]] with `realTime`: both functions of the same
+    * input, with the same columns. */
+  def byTrigger(input: DataFrame)(microBatch: DataFrame => DataFrame, realTime: DataFrame => DataFrame): DataFrame = {
+    val in = input.asInstanceOf[classic.Dataset[Row]]
+    val session = in.sparkSession
+    val marked = classic.Dataset.ofRows(session, TriggerInput(in.queryExecution.analyzed))
+    val mb = microBatch(marked).asInstanceOf[classic.Dataset[Row]]
+    val rtSchema = realTime(marked).schema
+    require(
+      mb.schema.map(f => (f.name, f.dataType)) == rtSchema.map(f => (f.name, f.dataType)),
+      s"the two plans differ: ${mb.schema.simpleString} against ${rtSchema.simpleString}"
+    )
+    classic.Dataset.ofRows(session, ByTrigger(mb.queryExecution.analyzed, realTime))
   }
 }

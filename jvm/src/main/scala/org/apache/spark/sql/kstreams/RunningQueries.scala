@@ -2,7 +2,9 @@ package org.apache.spark.sql.kstreams
 
 import java.util.UUID
 
+import org.apache.spark.SparkContext
 import org.apache.spark.sql.classic
+import org.apache.spark.sql.execution.streaming.RealTimeTrigger
 import org.apache.spark.sql.execution.streaming.runtime.StreamExecution
 
 /** The streaming queries running on this driver, by query id, whichever session started them.
@@ -14,4 +16,12 @@ object RunningQueries {
     (classic.SparkSession.getActiveSession.toSeq ++ classic.SparkSession.getDefaultSession.toSeq).iterator
       .flatMap(s => Option(s.sharedState.activeStreamingQueries.get(UUID.fromString(queryId))))
       .nextOption()
+
+  /** The streaming query being planned (or run) on this thread, if any: Spark sets the query id as
+    * a local property of a stream's threads. */
+  def current(): Option[StreamExecution] =
+    Option(SparkContext.getOrCreate().getLocalProperty(StreamExecution.QUERY_ID_KEY)).flatMap(get)
+
+  /** Whether `query` runs in real-time mode (`trigger(realTime=...)`, Spark 4.3). */
+  def isRealTime(query: StreamExecution): Boolean = query.trigger.isInstanceOf[RealTimeTrigger]
 }

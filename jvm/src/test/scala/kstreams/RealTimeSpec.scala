@@ -1,0 +1,209 @@
+package kstreams
+
+import java.nio.file.Files
+import java.util.concurrent.ConcurrentLinkedQueue
+
+import scala.jdk.CollectionConverters._
+
+import org.apache.spark.sql.{DataFrame, Encoders, ForeachWriter, Row, SparkSession}
+import org.apache.spark.sql.execution.streaming.sources.LowLatencyMemoryStream
+import org.apache.spark.sql.functions.col
+import org.apache.spark.sql.streaming.{StreamingQuery, StreamingQueryException, Trigger}
+
+/** What [[RealTimeSinkWriter]] received, in arrival order (local mode: one JVM). */
+object RealTimeSink {
+  val rows = new ConcurrentLinkedQueue[Row]()
+}
+
+/** A sink Spark allows in real-time mode (foreach): each row as it arrives. */
+final class RealTimeSinkWriter extends ForeachWriter[Row] {
+  override def open(partitionId: Long, epochId: Long): Boolean = true
+  override def process(row: Row): Unit = RealTimeSink.rows.add(row)
+  override def close(errorOrNull: Throwable): Unit = ()
+}
+
+/** Spec section 8's trigger modes: the per-partition dedup operators in a real-time query
+  * (`trigger(realTime=...)`), records added one by one to a real-time source, each partition's
+  * output read back in the order it arrived; every other stateful operator refused by name. */
+class RealTimeSpec extends SparkSuite {
+  import Event.at
+
+  // a real-time query holds a task slot per source partition and per state partition at once
+  override lazy val spark: SparkSession = KStream
+    .configure(SparkSession.builder().master("local[6]").appName(getClass.getSimpleName))
+    .config("spark.sql.shuffle.partitions", "2")
+    .config("spark.ui.enabled", "false")
+    .config("spark.sql.session.timeZone", "UTC")
+    .config("spark.sql.streaming.realTimeMode.minBatchDuration", "1000")
+    .config(TestSpeed.settings)
+    .getOrCreate()
+
+  /** Runs `op` in a real-time query with 1-second batches over a real-time memory source of
+    * `partitions` partitions. Each step's records are added one at a time, each to its own
+    * partition, in the order given; the step is done when the output holds `totals(step)` rows
+    * and two more batches have committed (so its records are in earlier batches than the next
+    * step's). Before the steps in `restartBefore` the query is stopped and started again from
+    * its checkpoint. Returns each partition's output values in arrival order. */
+  private def realTime(
+      steps: Seq[Seq[Event]],
+      op: DataFrame => DataFrame,
+      totals: Seq[Int],
+      restartBefore: Set[Int] = Set.empty,
+      partitions: Int = 2): Map[Int, Seq[String]] = {
+    val input = LowLatencyMemoryStream[Event](partitions)(Encoders.product[Event], spark.sqlContext)
+    val checkpoint = Files.createTempDirectory("kstreams-real-time").toString
+    RealTimeSink.rows.clear()
+    def start(): StreamingQuery = op(input.toDF()).writeStream
+      .outputMode("update")
+      .option("checkpointLocation", checkpoint)
+      .trigger(Trigger.RealTime("1 second"))
+      .foreach(new RealTimeSinkWriter)
+      .start()
+    def lastBatch(q: StreamingQuery): Long = Option(q.lastProgress).map(_.batchId).getOrElse(-1L)
+    var query = start()
+    try {
+      steps.zip(totals).zipWithIndex.foreach { case ((events, total), i) =>
+        if (restartBefore.contains(i)) { query.stop(); query = start() }
+        val before = lastBatch(query)
+        events.foreach(e => input.addData(e.partition, Seq(e)))
+        val deadline = System.nanoTime() + 90L * 1000 * 1000 * 1000
+        while ((RealTimeSink.rows.size < total || lastBatch(query) < before + 2) && System.nanoTime() < deadline) {
+          query.exception.foreach(e => throw e)
+          Thread.sleep(50)
+        }
+        assert(RealTimeSink.rows.size >= total, s"step $i: ${RealTimeSink.rows.size} rows out of $total in 90 s")
+      }
+    } finally query.stop()
+    RealTimeSink.rows.asScala.toSeq
+      .groupBy(_.getAs[Int]("partition"))
+      .map { case (p, rows) => p -> rows.map(_.getAs[String]("value")) }
+  }
+
+  // SEMANTICS.md section 2's examples, interval 10 s unless stated: (input, forwarded indices)
+  private val T = 100.0
+  private val examples: Seq[(String, Seq[(String, Double)], Seq[Int])] = Seq(
+    ("10 seconds", Seq("a" -> T, "a" -> (T + 8), "a" -> (T + 11)), Seq(0, 2)),
+    ("10 seconds", Seq("a" -> T, "a" -> (T - 8), "a" -> (T - 11)), Seq(0, 2)),
+    ("10 seconds", Seq("a" -> 5.0, "a" -> 15.0, "a" -> 16.0), Seq(0, 2)),
+    ("10 seconds", Seq("a" -> 15.0, "a" -> 5.0, "a" -> 4.0), Seq(0, 2)),
+    ("0 seconds", Seq("a" -> 5.0, "a" -> 5.0, "a" -> 6.0), Seq(0, 2)),
+    ("10 seconds", Seq("k" -> 20.0, "k" -> 25.0, "k" -> 11.0, "k" -> 9.0), Seq(0, 3)),
+    ("10 seconds", Seq("k1" -> 10.0, "k2" -> 20.0, "k1" -> 9.0), Seq(0, 1)),
+    ("10 seconds", Seq("k1" -> 10.0, "k2" -> 21.0, "k1" -> 9.0), Seq(0, 1, 2)),
+    ("100 milliseconds", Seq("k1" -> 0.150, "x" -> 0.200, "k1" -> 0.060), Seq(0, 1)),
+    ("100 milliseconds", Seq("x" -> 0.200, "k1" -> 0.050, "k1" -> 0.010), Seq(0, 1, 2))
+  )
+
+  for (interval <- examples.map(_._1).distinct) {
+    val ofInterval = examples.filter(_._1 == interval)
+    test(s"deduplicateByKey, interval $interval: every example of spec section 2, record by record, restarted") {
+      // The examples one after another on two partitions, each 1,000 s after the one before on its
+      // partition and with keys of its own: its first record takes its partition's stream time
+      // past everything before, so each behaves as on a fresh partition (as in Kafka).
+      val laid = ofInterval.zipWithIndex.map { case ((_, records, forwarded), i) =>
+        val (partition, shift) = (i % 2, 1000.0 * (i / 2 + 1))
+        val events = records.zipWithIndex.map { case ((key, seconds), j) =>
+          at(s"e$i-$key", shift + seconds, partition = partition, value = s"e$i-r$j")
+        }
+        (events, forwarded.map(j => s"e$i-r$j"))
+      }
+      val numbered = Event.numbered(laid.flatMap(_._1)).iterator
+      val steps = laid.map(_._1.map(_ => numbered.next())).grouped(math.max(1, laid.size / 2)).map(_.flatten).toSeq
+      val want = laid.zipWithIndex.groupBy(_._2 % 2).map { case (p, ls) => p -> ls.flatMap(_._1._2) }
+      val forwarded = want.values.flatten.toSet
+      val totals = steps.map(_.count(e => forwarded.contains(e.value))).scanLeft(0)(_ + _).tail
+      val got = realTime(
+        steps,
+        df => KStream(df).deduplicateByKey(interval).df,
+        totals,
+        restartBefore = if (steps.size > 1) Set(1) else Set.empty)
+      assert(got == want.filter(_._2.nonEmpty))
+    }
+  }
+
+  private val operators: Seq[(String, DataFrame => DataFrame, Event => Option[Any])] = Seq(
+    ("deduplicateByKey", df => KStream(df).deduplicateByKey("30 seconds").df, e => Option(e.key)),
+    (
+      "deduplicateByKeyValue",
+      df => KStream(df).deduplicateByKeyValue(col("offset") % 3, "30 seconds").df,
+      e => Option(e.key).map(k => (k, e.offset % 3)))
+  )
+
+  for ((name, op, key) <- operators)
+    test(s"$name in real-time mode: the oracle's output, per partition in order, over 4 steps with a restart") {
+      // out-of-order, late and duplicate records and a re-delivered run on 3 partitions; each step's
+      // records in arrival order ((partition, offset) within a micro-batch of the oracle)
+      val batches = DedupOracle.randomBatches(seed = 23, keys = 200, perPartition = 300, batches = 4)
+      val steps = batches.map(_.sortBy(e => (e.partition, e.offset)))
+      val want = DedupOracle.forwarded(steps, key, 30.0)
+      val totals = steps.indices.map(i => DedupOracle.forwarded(steps.take(i + 1), key, 30.0).size)
+      val got = realTime(steps, op, totals, restartBefore = Set(2), partitions = 3)
+      val wantByPartition = want.groupBy(v => v.drop(1).takeWhile(_ != '-').toInt)
+      assert(got.keySet == wantByPartition.keySet)
+      got.foreach { case (p, values) =>
+        val same = values == wantByPartition(p)
+        val at = values.zip(wantByPartition(p)).indexWhere(x => x._1 != x._2)
+        assert(same, s"partition $p, ${values.size} rows against ${wantByPartition(p).size}: first difference at $at")
+      }
+    }
+
+  test("a partition's records out of order in a real-time batch fail the query, naming the partition") {
+    // the pipelined shuffle keeps a source task's order (one task per Kafka partition); were that
+    // ever to change, the processor's check must stop the query rather than decide out of order
+    val message = failure(
+      df => KStream(df).deduplicateByKey("10 seconds").df,
+      input => input.addData(0, Seq(at("a", 10, offset = 5, value = "v5"), at("b", 11, offset = 3, value = "v3"))))
+    assert(message.contains("partition 0 arrived out of order (3 after 5)"), message)
+  }
+
+  /** The messages of the error a real-time query of `op` fails with (after `feed`), outermost first. */
+  private def failure(op: DataFrame => DataFrame, feed: LowLatencyMemoryStream[Event] => Unit = _ => ()): String = {
+    val input = LowLatencyMemoryStream[Event](1)(Encoders.product[Event], spark.sqlContext)
+    val query = op(input.toDF()).writeStream
+      .outputMode("update")
+      .option("checkpointLocation", Files.createTempDirectory("kstreams-real-time").toString)
+      .trigger(Trigger.RealTime("1 second"))
+      .foreach(new RealTimeSinkWriter)
+      .start()
+    try {
+      feed(input)
+      val e = intercept[StreamingQueryException](query.awaitTermination(30000))
+      Iterator.iterate[Throwable](e)(_.getCause).takeWhile(_ != null).map(_.getMessage).mkString(" | ")
+    } finally query.stop()
+  }
+
+  private val refused: Seq[(String, DataFrame => DataFrame)] = Seq(
+    "deduplicate" -> (df => KStream(df).deduplicate(col("value"), "10 seconds").df),
+    "deduplicate_by_sequence" -> (df => KStream(df).deduplicateBySequence(col("offset")).df),
+    "windowed_distinct" -> (df =>
+      KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 seconds")).distinct().df),
+    "count" -> (df => KStream(df).groupByKey.count().df)
+  )
+
+  for ((operator, op) <- refused)
+    test(s"$operator is refused in real-time mode, by name, before a record is read") {
+      val message = failure(op)
+      assert(message.contains(s"$operator cannot run in real-time mode"), message)
+      assert(!message.contains("STREAMING_REAL_TIME_MODE"), message)
+    }
+
+  test("the exactly-once Kafka sink is refused in real-time mode when the query starts, naming the sink") {
+    // It commits once per batch (a read_committed consumer would wait a whole batch duration) and
+    // has no update mode: Spark's allowlist refuses it in start() (README, "Real-time mode")
+    val input = LowLatencyMemoryStream[Event](1)(Encoders.product[Event], spark.sqlContext)
+    val refused = intercept[Exception](
+      KStream(input.toDF())
+        .deduplicateByKey("10 seconds")
+        .df
+        .selectExpr("key", "value")
+        .writeStream
+        .format("kstreams-kafka-eos")
+        .outputMode("update")
+        .option("topic", "out")
+        .option("kafka.bootstrap.servers", "127.0.0.1:9") // never reached
+        .option("checkpointLocation", Files.createTempDirectory("kstreams-real-time").toString)
+        .trigger(Trigger.RealTime("1 second"))
+        .start())
+    assert(refused.getMessage.contains("ExactlyOnceKafkaTable$ is not in the sink allowlist"), refused.getMessage)
+  }
+}
