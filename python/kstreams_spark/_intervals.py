@@ -34,6 +34,24 @@ def interval_problem(text: str) -> str | None:
     >>> interval_problem("10 parsecs")
     'cannot read interval \\'10 parsecs\\': use a number and a unit, e.g. "10 seconds", "100 ms", "1 minute 30 s", or an ISO-8601 duration such as "PT10S"'
     """
+    return _read(text)[1]
+
+
+def interval_micros(text: str) -> int:
+    """``text`` in microseconds, as ``kstreams.Intervals.micros`` reads it; ValueError with
+    :func:`interval_problem`'s message if it cannot.
+
+    >>> interval_micros("1 minute 30 s")
+    90000000
+    """
+    micros, problem = _read(text)
+    if problem is not None:
+        raise ValueError(problem)
+    return micros
+
+
+def _read(text: str) -> tuple[int, str | None]:
+    """``text`` in microseconds and None, or 0 and what is wrong with it."""
     unparsable = (
         f'cannot read interval \'{text}\': use a number and a unit, e.g. "10 seconds", "100 ms", '
         '"1 minute 30 s", or an ISO-8601 duration such as "PT10S"'
@@ -42,11 +60,11 @@ def interval_problem(text: str) -> str | None:
     if trimmed.startswith("interval"):
         trimmed = trimmed[len("interval") :].strip()
     if trimmed.startswith("-"):
-        return f"interval must not be negative, got '{text}'"
+        return 0, f"interval must not be negative, got '{text}'"
     if trimmed.startswith("p"):
         match = _ISO.fullmatch(trimmed)
         if not match or not any(match.groups()[:4]) or match.group(0).upper().endswith("T"):
-            return unparsable
+            return 0, unparsable
         days, hours, minutes, seconds, fraction = match.groups()
         total = (
             Decimal(days or 0) * 86_400_000_000
@@ -56,20 +74,20 @@ def interval_problem(text: str) -> str | None:
             + Decimal(f"0.{fraction or 0}") * 1_000_000 * (-1 if (seconds or "").startswith("-") else 1)
         )
         if total < 0:
-            return f"interval must not be negative, got {text.strip().upper()}"
-        return None if int(total) <= _LONG_MAX else _too_long(text)
+            return 0, f"interval must not be negative, got {text.strip().upper()}"
+        return (int(total), None) if int(total) <= _LONG_MAX else (0, _too_long(text))
     parts = list(_PART.finditer(trimmed))
     covered = "".join(m.group(0) for m in parts)
     if not parts or re.sub(r"\s", "", covered) != re.sub(r"\s", "", trimmed):
-        return unparsable
+        return 0, unparsable
     total = Decimal(0)
     for m in parts:
         if m.group(2) not in _UNIT_MICROS:
-            return unparsable
+            return 0, unparsable
         total += Decimal(m.group(1)) * _UNIT_MICROS[m.group(2)]
     if total != total.to_integral_value():
-        return f"interval '{text}' is finer than a microsecond, the precision of Spark timestamps"
-    return None if total <= _LONG_MAX else _too_long(text)
+        return 0, f"interval '{text}' is finer than a microsecond, the precision of Spark timestamps"
+    return (int(total), None) if total <= _LONG_MAX else (0, _too_long(text))
 
 
 def _too_long(text: str) -> str:

@@ -6,7 +6,8 @@ with live progress, writes Parquet and prints a summary; on generated data it ru
 ``dropDuplicatesWithinWatermark`` on the same stream too and compares the two (a table, a PNG).
 
 ``kstreams-spark dedup --bootstrap-servers HOST:PORT --topic IN --output-topic OUT --checkpoint DIR``
-deduplicates a Kafka topic into another (``--by key|key-value|id|sequence``, ``--id EXPR``).
+deduplicates a Kafka topic into another (``--by key|key-value|id|sequence``, ``--id EXPR``), in
+micro-batches or, with ``--real-time``, record by record in Spark's real-time mode.
 
 ``kstreams-spark connect-server [--port N]`` runs a local Spark Connect server with kstreams (the
 jar, the server plugin and the RocksDB state store) until Ctrl-C; connect with
@@ -30,6 +31,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import NoReturn
+
+# --real-time without a duration: Spark's own example, a checkpoint every 5 minutes
+REAL_TIME_BATCH = "5 minutes"
+# The default master of a real-time query: it keeps a task running per topic partition and per state
+# partition (Spark refuses to start it with fewer free slots); the tasks mostly wait for records,
+# so the slots are threads, not cores (README, "Real-time mode")
+REAL_TIME_SLOTS = 64
 
 
 class _Parser(argparse.ArgumentParser):
@@ -169,8 +177,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     dedup.add_argument(
         "--trigger-interval",
-        default="0 seconds",
         help="time between micro-batches when running on (default: as soon as possible)",
+    )
+    dedup.add_argument(
+        "--real-time",
+        nargs="?",
+        const=REAL_TIME_BATCH,
+        metavar="BATCH_DURATION",
+        help="Spark's real-time mode instead of micro-batches: each record is deduplicated and "
+        "written as it arrives (tens of milliseconds), offsets and state are checkpointed every "
+        f"BATCH_DURATION (default {REAL_TIME_BATCH}, at least 5 seconds); --by key or key-value, "
+        "at-least-once sink; needs a task slot per topic partition and per --shuffle-partitions "
+        f"(default master: local[{REAL_TIME_SLOTS}])",
     )
     dedup.add_argument(
         "--kafka-option",
@@ -186,7 +204,9 @@ def _parser() -> argparse.ArgumentParser:
         help="state partitions of a new checkpoint; state is kept per input "
         "partition, so more than the topic's partition count does not help (default: 4)",
     )
-    dedup.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
+    dedup.add_argument(
+        "--master", help=f"Spark master (default: local[*], with --real-time local[{REAL_TIME_SLOTS}])"
+    )
     server = sub.add_parser(
         "connect-server",
         help="run a local Spark Connect server with kstreams",
@@ -286,7 +306,41 @@ def _check_arguments(args: argparse.Namespace) -> str | None:
             return f"--kafka-option takes NAME=VALUE, got {option!r}"
     if args.shuffle_partitions < 1:
         return f"--shuffle-partitions must be at least 1, got {args.shuffle_partitions}"
+    if args.real_time is not None:
+        problem = _real_time_problem(args)
+        if problem:
+            return problem
     return _broker_problem(args.bootstrap_servers, args.broker_timeout)
+
+
+def _real_time_problem(args: argparse.Namespace) -> str | None:
+    """What keeps ``--real-time`` from running with the other arguments (README, "Real-time mode")."""
+    from kstreams_spark._intervals import interval_micros, interval_problem
+
+    problem = interval_problem(args.real_time)
+    if problem:
+        return f"--real-time: {problem}"
+    if interval_micros(args.real_time) < 5_000_000:
+        return f"--real-time: a batch lasts at least 5 seconds (Spark's minimum), got {args.real_time!r}"
+    if args.by not in ("key", "key-value"):
+        return (
+            f"--real-time runs --by key and key-value; --by {args.by} needs micro-batches (drop --real-time)"
+        )
+    for flag, given in (
+        ("--exactly-once", args.exactly_once),
+        ("--available-now", args.available_now),
+        ("--trigger-interval", args.trigger_interval is not None),
+        ("--max-offsets-per-trigger", args.max_offsets_per_trigger is not None),
+    ):
+        if given:
+            why = (
+                "its transactions commit once per batch, so a read_committed consumer would wait a whole "
+                "batch duration"
+                if flag == "--exactly-once"
+                else "it is a micro-batch setting"
+            )
+            return f"--real-time and {flag} do not go together: {why}"
+    return None
 
 
 def _unbalanced(text: str) -> str | None:
@@ -638,8 +692,9 @@ def run_dedup(args: argparse.Namespace) -> int:
     from kstreams_spark import KStream, KStreamsError, configure_spark, operator_metrics
     from kstreams_spark.kstream import EXACTLY_ONCE_KAFKA, MARKER_TOPIC_OPTION
 
+    master = args.master or (f"local[{REAL_TIME_SLOTS}]" if args.real_time else "local[*]")
     builder = (
-        configure_spark(SparkSession.builder.master(args.master))
+        configure_spark(SparkSession.builder.master(master))
         .appName(f"kstreams-spark dedup {args.topic} -> {args.output_topic}")
         .config("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
         .config("spark.ui.showConsoleProgress", "false")
@@ -696,16 +751,22 @@ def run_dedup(args: argparse.Namespace) -> int:
             .option("checkpointLocation", os.path.abspath(args.checkpoint))
             .options(**kafka_options)
         )
-        writer = (
-            writer.trigger(availableNow=True)
-            if args.available_now
-            else writer.trigger(processingTime=args.trigger_interval)
-        )
+        if args.real_time:
+            from kstreams_spark._intervals import interval_micros
+
+            # Spark's own reading of the duration, whatever form --real-time took
+            batch_ms = interval_micros(args.real_time) // 1000
+            writer = writer.outputMode("update").trigger(realTime=f"{batch_ms} milliseconds")
+        elif args.available_now:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=args.trigger_interval or "0 seconds")
         print(
             f"deduplicating {args.topic} -> {args.output_topic} by {args.by}"
             f"{'' if args.by == 'sequence' else f' within {args.interval}'}"
             f"{f', late records to {args.late_topic}' if args.late_topic else ''}"
-            f"{', exactly once' if args.exactly_once else ''}; "
+            f"{', exactly once' if args.exactly_once else ''}"
+            f"{f', in real time (checkpoint every {args.real_time})' if args.real_time else ''}; "
             f"checkpoint {os.path.abspath(args.checkpoint)}",
             flush=True,
         )
