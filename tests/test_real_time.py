@@ -184,7 +184,7 @@ def test_real_time_arguments_are_checked_before_anything_starts(tmp_path):
     base += ["--checkpoint", str(tmp_path / "ck")]
     cases = {
         ("--by", "id", "--id", "key", "--real-time"): (
-            "--real-time runs --by key and key-value; --by id needs micro-batches (drop --real-time)"
+            "--real-time runs --by key, key-value and sequence; --by id needs micro-batches (drop --real-time)"
         ),
         ("--real-time", "--exactly-once"): (
             "--real-time and --exactly-once do not go together: its transactions commit once per batch, "

@@ -186,7 +186,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="BATCH_DURATION",
         help="Spark's real-time mode instead of micro-batches: each record is deduplicated and "
         "written as it arrives (tens of milliseconds), offsets and state are checkpointed every "
-        f"BATCH_DURATION (default {REAL_TIME_BATCH}, at least 5 seconds); --by key or key-value, "
+        f"BATCH_DURATION (default {REAL_TIME_BATCH}, at least 5 seconds); --by key, key-value or sequence, "
         "at-least-once sink; needs a task slot per topic partition and per --shuffle-partitions "
         f"(default master: local[{REAL_TIME_SLOTS}])",
     )
@@ -322,10 +322,8 @@ def _real_time_problem(args: argparse.Namespace) -> str | None:
         return f"--real-time: {problem}"
     if interval_micros(args.real_time) < 5_000_000:
         return f"--real-time: a batch lasts at least 5 seconds (Spark's minimum), got {args.real_time!r}"
-    if args.by not in ("key", "key-value"):
-        return (
-            f"--real-time runs --by key and key-value; --by {args.by} needs micro-batches (drop --real-time)"
-        )
+    if args.by == "id":
+        return "--real-time runs --by key, key-value and sequence; --by id needs micro-batches (drop --real-time)"
     for flag, given in (
         ("--exactly-once", args.exactly_once),
         ("--available-now", args.available_now),

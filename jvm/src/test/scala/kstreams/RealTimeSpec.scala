@@ -121,6 +121,45 @@ class RealTimeSpec extends SparkSuite {
     }
   }
 
+  // SEMANTICS.md sections 3 and 4: (operator, op, the records' seconds or sequence numbers, forwarded)
+  private val Section3 = Seq(4.0, 5, 6, 23, 22, 24, 34, 33, 32, 7, 22, 35)
+  private val others: Seq[(String, DataFrame => DataFrame, Seq[Double], Seq[Int])] = Seq(
+    (
+      "windowed distinct, tumbling 10 s",
+      df => KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 seconds")).distinct().df,
+      Section3,
+      Seq(0, 3, 6)),
+    (
+      "windowed distinct, session gap 10 s",
+      df => KStream(df).groupByKey.windowedBy(SessionWindows.ofInactivityGapWithNoGrace("10 seconds")).distinct().df,
+      Section3,
+      Seq(0, 3)),
+    (
+      "windowed distinct, session gap 9 s",
+      df => KStream(df).groupByKey.windowedBy(SessionWindows.ofInactivityGapWithNoGrace("9 seconds")).distinct().df,
+      Section3,
+      Seq(0, 3, 6)),
+    (
+      "deduplicateBySequence",
+      // the sequence number in the value; every record at the same time
+      df => KStream(df).deduplicateBySequence(col("value").cast("long")).df,
+      Seq(1.0, 2, 3, 4, 5, 6, 7, 4, 5, 6, 7, 8, 9, 10, 11),
+      (0 to 6) ++ (11 to 14))
+  )
+
+  for ((name, op, numbers, forwarded) <- others)
+    test(s"$name in real-time mode: the spec's example, record by record, restarted half-way") {
+      val sequence = name == "deduplicateBySequence"
+      val events = Event.numbered(numbers.zipWithIndex.map { case (n, j) =>
+        if (sequence) at("k", 100, value = n.toLong.toString) else at("k", n, value = s"r$j")
+      })
+      val want = forwarded.map(events(_).value)
+      val half = events.size / 2
+      val steps = Seq(events.take(half), events.drop(half))
+      val totals = Seq(forwarded.count(_ < half), forwarded.size)
+      assert(realTime(steps, op, totals, restartBefore = Set(1)) == Map(0 -> want))
+    }
+
   private val operators: Seq[(String, DataFrame => DataFrame, Event => Option[Any])] = Seq(
     ("deduplicateByKey", df => KStream(df).deduplicateByKey("30 seconds").df, e => Option(e.key)),
     (
@@ -174,9 +213,6 @@ class RealTimeSpec extends SparkSuite {
 
   private val refused: Seq[(String, DataFrame => DataFrame)] = Seq(
     "deduplicate" -> (df => KStream(df).deduplicate(col("value"), "10 seconds").df),
-    "deduplicate_by_sequence" -> (df => KStream(df).deduplicateBySequence(col("offset")).df),
-    "windowed_distinct" -> (df =>
-      KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 seconds")).distinct().df),
     "count" -> (df => KStream(df).groupByKey.count().df)
   )
 

@@ -44,18 +44,21 @@ private[kstreams] object DeduplicateBySequence {
   }
 }
 
-/** Keeps one number per input partition: the highest sequence number forwarded. */
+/** Keeps one number per input partition: the highest sequence number forwarded, written at the
+  * end of each call (in a real-time query each record comes in a call of its own: one state write
+  * per forwarded record). */
 private[kstreams] final class SequenceProcessor(layout: ArrivalOrder.Layout, sequenceIndex: Int)
-    extends StatefulProcessor[Int, Row, Row] {
+    extends StatefulProcessor[Int, Row, Row]
+    with RealTimeCapable {
 
   private val output = new ArrivalOrder.Output(layout, extraWidth = 0)
   @transient private var highWater: MapState[Int, Long] = _
+  @transient private lazy val order = new OrderCheck(layout)
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit =
     highWater = getHandle.getMapState[Int, Long]("highWater", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
 
   override def handleInputRows(group: Int, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
-    val order = new OrderCheck(layout)
     val marks = scala.collection.mutable.HashMap.empty[Int, Long]
     val changed = scala.collection.mutable.HashSet.empty[Int]
     rows.map { row =>

@@ -66,7 +66,7 @@ private[kstreams] object ArrivalOrder {
       extra: Seq[(String, Column)],
       watermarkDelayMicros: Option[Long],
       roundRobin: Boolean): Prepared = {
-    val sorted = arrange(df, columns, extra, watermarkDelayMicros, roundRobin)
+    val sorted = arrange(df, columns, extra, watermarkDelayMicros, roundRobin, byTrigger = true)
     val schema = sorted.schema
     val userOutput = InputColumns.userSchema(df, columns)
     val layout = Layout(
@@ -87,7 +87,7 @@ private[kstreams] object ArrivalOrder {
     * [[Partition]], [[Order]], [[TimestampMicros]]), for code that groups them itself (Python's
     * `transformWithState`); grouping on [[Group]] (the partition number) keeps the arrival order. */
   def arranged(df: DataFrame, columns: ResolvedColumns): DataFrame =
-    arrange(df, columns, Nil, None, roundRobin = false)
+    arrange(df, columns, Nil, None, roundRobin = false, byTrigger = false)
 
   val Payload = "payload"
 
@@ -207,12 +207,17 @@ private[kstreams] object ArrivalOrder {
     decoded.select(col("r.*") +: decoded.columns.toSeq.tail.map(n => col(quote(n))): _*)
   }
 
+  /** The prepared rows: in a micro-batch sorted by (partition, order) after the shuffle; with
+    * `byTrigger`, in a real-time query only shuffled (the pipelined shuffle keeps each partition's
+    * order, [[prepareCompact]]), each record then reaching the processor in a call of its own.
+    * (Python's `transformWithState`, which reads [[arranged]], does not run in real-time mode.) */
   private def arrange(
       df: DataFrame,
       columns: ResolvedColumns,
       extra: Seq[(String, Column)],
       watermarkDelayMicros: Option[Long],
-      roundRobin: Boolean): DataFrame = {
+      roundRobin: Boolean,
+      byTrigger: Boolean): DataFrame = {
     val input = InputColumns(df, columns, watermarkDelayMicros)
     val tsName = columns.timestamp.map(_.name)
     val userSelected = df.schema.fields.toSeq.map { f =>
@@ -224,11 +229,13 @@ private[kstreams] object ArrivalOrder {
       input.checkedPartition.as(Partition),
       input.order.as(Order),
       input.timestampMicros.as(TimestampMicros))
-    ArrivalOrderSort.partitionAndSort(
-      input.df.select(userSelected ++ helpers ++ extra.map { case (name, c) => c.as(name) }: _*),
-      Group,
-      Seq(Partition, Order),
-      roundRobin)
+    def rows(in: DataFrame) = in.select(userSelected ++ helpers ++ extra.map { case (name, c) => c.as(name) }: _*)
+    if (!byTrigger) ArrivalOrderSort.partitionAndSort(rows(input.df), Group, Seq(Partition, Order), roundRobin)
+    else
+      ArrivalOrderSort.byTrigger(input.df)(
+        in => ArrivalOrderSort.partitionAndSort(rows(in), Group, Seq(Partition, Order), roundRobin),
+        in => ArrivalOrderSort.partitionAndSort(rows(in), Group, Nil, roundRobin)
+      )
   }
 
   /** Rows of several inputs ("sides" of a per-key operator, sources of a processor DAG) in the
@@ -284,7 +291,9 @@ private[kstreams] object ArrivalOrder {
 }
 
 /** Checks that each partition's rows arrive in offset (or timestamp) order. (Null timestamps and
-  * partitions never get here: [[InputColumns]] fails the query on them, naming where.) */
+  * partitions never get here: [[InputColumns]] fails the query on them, naming where.) One per
+  * task: in a micro-batch a partition's rows come in one call, in a real-time query one per call,
+  * all of a batch in the same task. */
 private[kstreams] final class OrderCheck(layout: ArrivalOrder.Layout) {
   private val last = mutable.HashMap.empty[Int, Long]
 

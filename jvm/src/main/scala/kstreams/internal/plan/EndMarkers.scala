@@ -35,7 +35,8 @@ private[kstreams] object EndMarkers {
       key = Empty,
       payload = Empty,
       realTime = true,
-      endOfBatch = true)
+      endOfBatch = true
+    )
 
   private val Empty = Array.emptyByteArray
 }

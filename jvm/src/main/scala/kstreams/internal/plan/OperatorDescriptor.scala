@@ -83,10 +83,12 @@ private[kstreams] final class DescribedProcessor[K, I, O](
   override def close(): Unit = inner.close()
 }
 
-/** A processor that runs in a real-time query (spec section 8) as in a micro-batch: its input
-  * comes through [[ArrivalOrder.prepareCompact]]'s real-time branch, one row per
-  * `handleInputRows` call with an end-of-batch marker per input partition ([[EndMarkers]]). Every
-  * other kstreams processor is refused there by [[DescribedProcessor]] before a record is read. */
+/** A processor that runs in a real-time query (spec section 8) as in a micro-batch: it reads the
+  * real-time branch of [[ArrivalOrder.prepare]] or [[ArrivalOrder.prepareCompact]] (unsorted, in
+  * each partition's order, one row per `handleInputRows` call; the compact input with an
+  * end-of-batch marker per input partition, [[EndMarkers]]) and keeps nothing a later call of the
+  * batch needs in a call's locals. Every other kstreams processor is refused there by
+  * [[DescribedProcessor]] before a record is read. */
 private[kstreams] trait RealTimeCapable
 
 private[kstreams] object RealTimeCapable {
@@ -95,6 +97,7 @@ private[kstreams] object RealTimeCapable {
   def refused(operator: String): KStreamsException =
     new KStreamsException(
       s"$operator cannot run in real-time mode (trigger(realTime=...)): of the kstreams operators only " +
-        "deduplicate_by_key and deduplicate_by_key_value run there (README, \"Real-time mode\"); " +
+        "the per-partition ones run there: deduplicate_by_key, deduplicate_by_key_value, deduplicate_by_sequence " +
+        "and windowed distinct (README, \"Real-time mode\"); " +
         "run this query with a micro-batch trigger, e.g. trigger(processingTime='0 seconds')")
 }

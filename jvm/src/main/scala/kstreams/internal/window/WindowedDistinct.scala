@@ -110,16 +110,20 @@ private[kstreams] object WindowedDistinct {
   }
 }
 
-/** Shared parts of the windowed processors: stream time, the sweep timer, output rows. */
+/** Shared parts of the windowed processors: stream time, the sweep timer, output rows. State is
+  * read and written per record (the stream time at the end of each call), so they run in a
+  * real-time query as in a micro-batch, there one record per call. */
 private[kstreams] abstract class WindowProcessor(
     layout: ArrivalOrder.Layout,
     retainMicros: Long,
     useTimers: Boolean,
     protected val lateReason: String)
-    extends StatefulProcessor[Int, Row, Row] {
+    extends StatefulProcessor[Int, Row, Row]
+    with RealTimeCapable {
 
   private val keyIndex = layout.extraIndex(WindowedDistinct.Key)
   protected val output = new ArrivalOrder.Output(layout, extraWidth = 2)
+  @transient private lazy val order = new OrderCheck(layout)
 
   @transient protected var streamTimes: MapState[Int, Long] = _
   @transient private var sweeper: Sweeper = _
@@ -140,7 +144,6 @@ private[kstreams] abstract class WindowProcessor(
 
   override def handleInputRows(group: Int, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
     val times = new StreamTimes(streamTimes)
-    val order = new OrderCheck(layout)
     rows.map { row =>
       order.check(row)
       val ts = row.getLong(layout.timestampMicrosIndex)
