@@ -178,6 +178,22 @@ class DedupStoreSpec extends SparkSuite {
     }
   }
 
+  test("a map that grows past its compaction size inside one micro-batch keeps its live entries") {
+    // 160,000 records 1 ms apart in one micro-batch, 10-second interval: every other record has a
+    // key of its own (the map passes 65,536 entries, where the processor drops dead ones as it
+    // goes, as a long real-time batch does), the others cycle through 3,000 keys, each met again
+    // 6 s later: live, so a duplicate (and 12 s later new again)
+    val events = (0 until 160000).map { i =>
+      val key = if (i % 2 == 0) s"u$i" else s"r${(i / 2) % 3000}"
+      Event.at(key, 1000 + i / 1000.0, offset = i.toLong, value = s"v$i")
+    }
+    val want = DedupOracle.forwarded(Seq(events), e => Option(e.key), 10.0)
+    val got = stream(Seq(events), df => KStream(df).deduplicateByKey("10 seconds").df)
+    val duplicates = events.size - want.size // every other meeting of a cycling key (12 s apart: new)
+    assert(duplicates == 39000, s"$duplicates duplicates")
+    assertSame(got, want)
+  }
+
   test("a bad memory setting is refused naming the setting") {
     val e = intercept[KStreamsException](
       withMemory(Some("lots"))(KStream(batch(Seq(Event.at("a", 1)))).deduplicateByKey("1 s")))

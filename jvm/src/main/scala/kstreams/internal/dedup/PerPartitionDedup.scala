@@ -183,6 +183,9 @@ private[kstreams] final class PerPartitionDedupProcessor(
     /** The spec's rule for a record with a non-null key; updates the entries. */
     def shouldForward(r: CompactRecord, liveFrom: Long): Boolean = {
       if (live.estimatedBytes > budgetBytes && (!spilled || live.size >= MinFlushEntries)) outOfMemory(liveFrom)
+      // dead entries dropped whenever the map has doubled since the last time (amortized O(1) per
+      // record): in a real-time batch, which may last minutes, the map stays near its live size
+      else if (!spilled && live.size >= live.compactAt) live.dropDead(liveFrom)
       val ts = r.timestampMicros
       var slot = live.slotOf(r.key)
       if (spilled && !live.occupied(slot)) { // first sight of the key in this micro-batch
