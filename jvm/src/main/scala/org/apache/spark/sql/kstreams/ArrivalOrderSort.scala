@@ -32,20 +32,23 @@ case class ArrivalOrderSort(groupBy: Seq[Attribute], order: Seq[SortOrder], roun
 }
 
 /** One operator's input planned for the trigger of the query being planned: `microBatch` for a
-  * micro-batch or batch query, `realTime(input)` for a real-time one (Spark 4.3's
-  * `trigger(realTime=...)`, spec section 8), where `input` is what the [[TriggerInput]] inside
-  * `microBatch` marks, as the batch being planned has it. `realTime` must give the columns of
-  * `microBatch` in the same order, of the same types.
+  * micro-batch or batch query, `realTime` for a real-time one (Spark 4.3's `trigger(realTime=...)`,
+  * spec section 8). Both read the same input, marked by a [[TriggerInput]] in each; `realTime`
+  * gives the columns of `microBatch` in the same order, of the same types.
   *
   * Why two plans: a micro-batch orders each partition's records with a sort after the shuffle,
   * which a real-time query may not have (a sort waits for its whole input; Spark's allowlist
   * refuses `SortExec`); a real-time query relies on the pipelined shuffle's order instead and
   * needs an end-of-batch marker per partition behind its records
-  * ([[kstreams.internal.plan.EndMarkers]]), which a micro-batch does not. Why the real-time plan
-  * is built only when planned, from the marked input, and is not a second child: a real-time
-  * query refuses a plan that reads its source twice (`IDENTICAL_SOURCES_IN_UNION_NOT_SUPPORTED`).
+  * ([[kstreams.internal.plan.EndMarkers]]), which a micro-batch does not. Why `realTime` is a
+  * template and not a second child: a real-time query refuses a plan that reads its source twice
+  * (`IDENTICAL_SOURCES_IN_UNION_NOT_SUPPORTED`), and Spark swaps each batch's source into the
+  * children only; the planner puts the batch's input (under `microBatch`'s marker) into the
+  * template. The template is analyzed once, when the DataFrame is made, and optimized per batch
+  * (as Spark optimizes each batch's plan; building it anew took 130-170 ms of each batch's
+  * planning, time in which a real-time query reads nothing).
   */
-case class ByTrigger(microBatch: LogicalPlan, realTime: DataFrame => DataFrame) extends UnaryNode {
+case class ByTrigger(microBatch: LogicalPlan, realTime: LogicalPlan) extends UnaryNode {
   override def child: LogicalPlan = microBatch
   override def output: Seq[Attribute] = microBatch.output
   override protected def withNewChildInternal(newChild: LogicalPlan): ByTrigger = copy(microBatch = newChild)
@@ -67,10 +70,11 @@ object ArrivalOrderStrategy extends SparkStrategy {
         val input = microBatch
           .collectFirst { case TriggerInput(marked) => marked }
           .getOrElse(throw new IllegalStateException("kstreams internal error: no TriggerInput under ByTrigger"))
-        val session = classic.SparkSession.active
-        val planned = realTime(classic.Dataset.ofRows(session, input)).asInstanceOf[classic.Dataset[Row]]
-        // optimized directly: the Dataset's own optimizedPlan refuses a streaming plan outside start()
-        val rt = session.sessionState.optimizer.execute(planned.queryExecution.analyzed)
+        val batch = realTime.transformUp { case TriggerInput(template) =>
+          require(template.output == input.output, "kstreams internal error: the batch's input changed its columns")
+          TriggerInput(input)
+        }
+        val rt = classic.SparkSession.active.sessionState.optimizer.execute(batch)
         // the real-time plan's columns under the micro-batch plan's attributes (by position):
         // ProjectExec carries the shuffle's partitioning through the aliases, so the operator
         // above sees the distribution it requires and Spark adds no shuffle of its own
@@ -133,18 +137,18 @@ object ArrivalOrderSort {
     classic.Dataset.ofRows(session, ArrivalOrderSort(Seq(attribute(groupBy)), order, roundRobin, plan))
   }
 
-  /** `microBatch(input)` planned as [[ByTrigger]] with `realTime`: both functions of the same
-    * input, with the same columns. */
+  /** `microBatch(input)` planned as [[ByTrigger]] with `realTime(input)`: both functions of the
+    * same input, giving the same columns. */
   def byTrigger(input: DataFrame)(microBatch: DataFrame => DataFrame, realTime: DataFrame => DataFrame): DataFrame = {
     val in = input.asInstanceOf[classic.Dataset[Row]]
     val session = in.sparkSession
     val marked = classic.Dataset.ofRows(session, TriggerInput(in.queryExecution.analyzed))
     val mb = microBatch(marked).asInstanceOf[classic.Dataset[Row]]
-    val rtSchema = realTime(marked).schema
+    val rt = realTime(marked).asInstanceOf[classic.Dataset[Row]]
     require(
-      mb.schema.map(f => (f.name, f.dataType)) == rtSchema.map(f => (f.name, f.dataType)),
-      s"the two plans differ: ${mb.schema.simpleString} against ${rtSchema.simpleString}"
+      mb.schema.map(f => (f.name, f.dataType)) == rt.schema.map(f => (f.name, f.dataType)),
+      s"the two plans differ: ${mb.schema.simpleString} against ${rt.schema.simpleString}"
     )
-    classic.Dataset.ofRows(session, ByTrigger(mb.queryExecution.analyzed, realTime))
+    classic.Dataset.ofRows(session, ByTrigger(mb.queryExecution.analyzed, rt.queryExecution.analyzed))
   }
 }
