@@ -144,7 +144,7 @@ bench-cli: install
 	$(PY) benchmarks/cli_mistakes.py
 
 # One regime at a time.
-.PHONY: bench-default bench-long bench-catchup bench-global bench-kafka_sink bench-tune bench-cli scale-test
+.PHONY: bench-default bench-long bench-catchup bench-global bench-kafka_sink bench-tune bench-cli bench-latency scale-test
 bench-default: install $(BENCH_JAR) $(VENV)/.bench-deps .venv-flink/.deps
 	$(PY) benchmarks/bench.py --regime default $(BENCH_ARGS)
 
@@ -153,6 +153,13 @@ bench-long bench-catchup bench-global: bench-%: install $(BENCH_JAR) $(VENV)/.be
 
 bench-kafka_sink: install $(BENCH_JAR) $(VENV)/.bench-deps $(KAFKA_BROKER)
 	$(PY) benchmarks/bench.py --regime kafka_sink $(BENCH_ARGS)
+
+# Kafka -> dedup -> Kafka end-to-end latency p50/p90/p99, kstreams and Spark's dedup, real-time
+# and micro-batch (benchmarks/latency.py: a job process per run, the tests' broker), e.g.
+# BENCH_ARGS="--rates 1000 --duration 10 --rounds 1" for a quick run, "--sustain" for the highest
+# sustained rate too (long).
+bench-latency: install $(VENV)/.bench-deps $(KAFKA_BROKER)
+	$(PY) benchmarks/latency.py $(BENCH_ARGS)
 
 # The RocksDB settings experiment behind bench.py's SPARK_ROCKSDB_CONF and KSTREAMS_CONF (long
 # regime at small sizes, every variant; narrow it with BENCH_ARGS="--tune-variants defaults,changelog").
