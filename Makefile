@@ -133,9 +133,11 @@ $(BENCH_JAR): $(JAR) $(shell find jvm-bench/src -name '*.scala' 2>/dev/null)
 	$(SBT) bench/package
 
 # Every regime in turn (default, long, catchup, global, kafka_sink: bench.py --regime all), each in a
-# JVM of its own. BENCH_ARGS="--rows 200000 --keys 150000 --live-keys 100000,300000" for a quick run.
+# JVM of its own, then the latency regime (benchmarks/latency.py: a job process per run).
+# BENCH_ARGS="--rows 200000 --keys 150000 --live-keys 100000,300000" for a quick run.
 bench: install $(BENCH_JAR) $(VENV)/.bench-deps .venv-flink/.deps $(KAFKA_BROKER)
 	$(PY) benchmarks/bench.py --regime all $(BENCH_ARGS)
+	$(PY) benchmarks/latency.py
 	$(PY) benchmarks/cli_mistakes.py
 
 # The time from `kstreams-spark` with a mistake to its one-line error, for each mistake it checks
