@@ -107,19 +107,22 @@ private[kstreams] final class PerPartitionDedupProcessor(
       rows: Iterator[CompactRecord],
       timerValues: TimerValues): Iterator[CompactOutput] = {
     var ended = false
+    // looked up once per call, not per record: a micro-batch's records come in one call
+    var current = open.getOrElse(group, null)
     val emitted = rows
       .map { r =>
         if (r.endOfBatch) { ended = true; null }
-        else open.getOrElseUpdate(group, new OpenGroup(group, r)).decide(r)
+        else {
+          if (current == null) { current = new OpenGroup(group, r); open(group) = current }
+          current.decide(r)
+        }
       }
       .filter(_ != null)
     emitted ++ {
-      open.get(group) match {
-        case Some(g) if ended || !g.realTime =>
-          open.remove(group)
-          g.close(timerValues)
-        case _ => Iterator.empty
-      }
+      if (current != null && (ended || !current.realTime)) {
+        open.remove(group)
+        current.close(timerValues)
+      } else Iterator.empty
     }
   }
 
