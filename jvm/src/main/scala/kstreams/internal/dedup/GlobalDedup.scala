@@ -133,13 +133,13 @@ private[kstreams] final class GlobalDedupProcessor(
     entries = getHandle.getMapState[Array[Byte], GlobalDedupEntry](
       "entries",
       Encoders.BINARY,
-      Encoders.product[GlobalDedupEntry],
+      StateEncoders.product[GlobalDedupEntry],
       TTLConfig.NONE)
     idBuckets = new TimeBucketChunks(getHandle, bucketMicros)
     log = new TimeBucketChunks(getHandle, bucketMicros, name = "logChunks")
     streamTimes = getHandle.getMapState[Int, Long]("streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
     groups = getHandle.getValueState[Int]("groups", Encoders.scalaInt, TTLConfig.NONE)
-    mode = getHandle.getValueState[GlobalStoreMode]("storeMode", Encoders.product[GlobalStoreMode], TTLConfig.NONE)
+    mode = getHandle.getValueState[GlobalStoreMode]("storeMode", StateEncoders.product[GlobalStoreMode], TTLConfig.NONE)
     sweeper = new Sweeper(getHandle, math.max(intervalMicros, PerPartitionDedupProcessor.IdleSweepMicros))
   }
 

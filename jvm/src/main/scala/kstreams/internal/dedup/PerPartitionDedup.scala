@@ -89,9 +89,9 @@ private[kstreams] final class PerPartitionDedupProcessor(
     entries = getHandle.getMapState[Array[Byte], DedupEntry](
       "entries",
       Encoders.BINARY,
-      Encoders.product[DedupEntry],
+      StateEncoders.product[DedupEntry],
       TTLConfig.NONE)
-    mode = getHandle.getValueState[DedupStoreMode]("mode", Encoders.product[DedupStoreMode], TTLConfig.NONE)
+    mode = getHandle.getValueState[DedupStoreMode]("mode", StateEncoders.product[DedupStoreMode], TTLConfig.NONE)
     sweeper = new Sweeper(getHandle, math.max(intervalMicros, IdleSweepMicros))
   }
 

@@ -13,6 +13,7 @@ import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types._
 
 import kstreams.internal.plan._
+import kstreams.internal.state.StateEncoders
 import kstreams.processor._
 
 /** Plans `KStream.process`: the input in arrival order, grouped by input partition (one group =
@@ -212,7 +213,7 @@ private[kstreams] final class ProcessorRunner(
     savedStreamTime = handle.getValueState[Long]("streamTime", Encoders.scalaLong, TTLConfig.NONE)
     nextPunctuation = handle.getMapState[ScheduleKey, Long](
       "punctuations",
-      Encoders.product[ScheduleKey],
+      StateEncoders.product[ScheduleKey],
       Encoders.scalaLong,
       TTLConfig.NONE)
     wallClockTimer = handle.getValueState[Long]("wallClockTimer", Encoders.scalaLong, TTLConfig.NONE)

@@ -223,7 +223,7 @@ private[kstreams] final class SessionDistinctProcessor(
     sessions = getHandle.getMapState[Row, KeySessions](
       "sessions",
       Encoders.row(keySchema),
-      Encoders.product[KeySessions],
+      StateEncoders.product[KeySessions],
       TTLConfig.NONE)
 
   override protected def process(row: Row, key: Row, ts: Long, streamTime: Long): Row = {
