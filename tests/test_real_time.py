@@ -253,3 +253,43 @@ def test_readme_real_time_example_runs(kafka, tmp_path):
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+
+
+def test_demo_on_a_broker_prints_both_modes_latency(kafka, tmp_path):
+    """``kstreams-spark demo --bootstrap-servers``: one row per trigger mode with its latency
+    percentiles, each mode's output checked by the demo's probe (every key once, the original)."""
+    out = subprocess.run(
+        [SCRIPT, "demo", "--bootstrap-servers", kafka.bootstrap, "--rate", "200", "--seconds", "6"]
+        + ["--master", "local[4]", "--output", str(tmp_path / "demo" / "deduplicated")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = {
+        line.split()[0]: line.split()
+        for line in out.stdout.splitlines()
+        if line.strip().startswith(("real-time ", "micro-batch "))
+    }
+    assert sorted(rows) == ["micro-batch", "real-time"], out.stdout
+    for fields in rows.values():
+        p50, p90, p99, largest = (int(f.replace(",", "")) for f in fields[1:5])
+        assert 0 < p50 <= p90 <= p99 <= largest, fields
+        assert " ".join(fields[5:]).startswith("1,200 keys (")
+        assert " ".join(fields[5:]).endswith("sent twice): each key once, the original")
+
+
+def test_demo_on_a_broker_checks_its_arguments():
+    for args, message in {
+        (
+            "--input",
+            "x",
+            "--bootstrap-servers",
+            "127.0.0.1:1",
+        ): "--input and --bootstrap-servers are two demos",
+        ("--bootstrap-servers", "127.0.0.1:9092", "--seconds", "0"): "--seconds must be positive, got 0",
+        ("--bootstrap-servers", "127.0.0.1:9092", "--rate", "0"): "--rate must be at least 1, got 0",
+    }.items():
+        out = subprocess.run([SCRIPT, "demo", *args], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.strip().startswith(f"kstreams-spark demo: error: {message}"), out.stderr

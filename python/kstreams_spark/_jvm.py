@@ -129,6 +129,12 @@ def kstreams_class(spark: SparkSession, name: str) -> JavaObject:
     return JavaObject(getattr(_jvm_package(spark), name))
 
 
+def latency_probe(spark: SparkSession) -> JavaObject:
+    """The demo's latency probe in the driver JVM (``kstreams.internal.demo.LatencyProbe``, used by
+    ``kstreams-spark demo --bootstrap-servers``); a classic session only."""
+    return JavaObject(_jvm_package(spark).internal.demo.LatencyProbe)
+
+
 def _jvm_package(spark: SparkSession):
     jvm = spark.sparkContext._jvm
     package = jvm.kstreams

@@ -4,6 +4,8 @@
 records (or reads ``--input`` JSON/Parquet files), runs ``deduplicate_by_key`` as a streaming query
 with live progress, writes Parquet and prints a summary; on generated data it runs Spark's
 ``dropDuplicatesWithinWatermark`` on the same stream too and compares the two (a table, a PNG).
+With ``--bootstrap-servers HOST:PORT`` it instead runs the dedup Kafka to Kafka on that broker in
+real-time and in micro-batch mode and prints their latency side by side.
 
 ``kstreams-spark dedup --bootstrap-servers HOST:PORT --topic IN --output-topic OUT --checkpoint DIR``
 deduplicates a Kafka topic into another (``--by key|key-value|id|sequence``, ``--id EXPR``), in
@@ -103,7 +105,22 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--files-per-batch", type=int, default=1, help="input files per micro-batch (default: 1)"
     )
-    demo.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
+    demo.add_argument("--master", help="Spark master (default: local[*]; local[8] with --bootstrap-servers)")
+    demo.add_argument(
+        "--bootstrap-servers",
+        metavar="HOST:PORT",
+        help="a Kafka broker to use: instead of the files, print the latency of the dedup query "
+        "Kafka to Kafka in real-time and micro-batch mode side by side (topics of its own)",
+    )
+    demo.add_argument(
+        "--rate", type=int, default=1000, help="with --bootstrap-servers: records/s (default: 1000)"
+    )
+    demo.add_argument(
+        "--seconds",
+        type=float,
+        default=20.0,
+        help="with --bootstrap-servers: seconds of records per mode (default: 20)",
+    )
 
     dedup = sub.add_parser(
         "dedup",
@@ -280,9 +297,15 @@ def _check_arguments(args: argparse.Namespace) -> str | None:
         if problem:
             return f"--interval: {problem}"
     if args.command == "demo":
-        for name in ("rows", "partitions", "batches", "files_per_batch"):
+        for name in ("rows", "partitions", "batches", "files_per_batch", "rate"):
             if getattr(args, name) < 1:
                 return f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}"
+        if args.bootstrap_servers:
+            if args.input:
+                return "--input and --bootstrap-servers are two demos: give one"
+            if not args.seconds > 0:
+                return f"--seconds must be positive, got {args.seconds:g}"
+            return _broker_problem(args.bootstrap_servers, DEMO_BROKER_TIMEOUT_S)
         if args.input:
             return _input_problem(args.input, args.format)
         return None
@@ -447,7 +470,12 @@ def run_connect_server(args: argparse.Namespace) -> int:
         return 0
 
 
+DEMO_BROKER_TIMEOUT_S = 30.0
+
+
 def run_demo(args: argparse.Namespace) -> int:
+    if args.bootstrap_servers:
+        return _run_latency_demo(args)
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -479,7 +507,7 @@ def run_demo(args: argparse.Namespace) -> int:
             shutil.rmtree(folder, ignore_errors=True)
 
     spark = (
-        configure_spark(SparkSession.builder.master(args.master))
+        configure_spark(SparkSession.builder.master(args.master or "local[*]"))
         .appName("kstreams-spark demo")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -555,6 +583,30 @@ def run_demo(args: argparse.Namespace) -> int:
         else:
             print('\n  (a picture of this needs matplotlib: pip install "kstreams-spark[demo]")')
         return 0 if forwarded == generated.unique_events else 1
+    finally:
+        spark.stop()
+
+
+def _run_latency_demo(args: argparse.Namespace) -> int:
+    from pyspark.sql import SparkSession
+
+    from kstreams_spark import configure_spark
+    from kstreams_spark._demo_latency import PARTITIONS, run_latency_demo
+
+    builder = (
+        # a real-time query holds a task slot per input and per state partition at once
+        configure_spark(SparkSession.builder.master(args.master or "local[8]"))
+        .appName("kstreams-spark demo (latency)")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(PARTITIONS))
+    )
+    with _jvm_start_up_quiet(not args.verbose) as start_up_done:
+        spark = builder.getOrCreate()
+        _spark_logs(spark, args.verbose)  # errors: one line, by main
+        start_up_done()
+    try:
+        return run_latency_demo(spark, args)
     finally:
         spark.stop()
 
