@@ -178,6 +178,30 @@ class DedupStoreSpec extends SparkSuite {
     }
   }
 
+  // A map kept from earlier micro-batches that outgrows the memory in the middle of one moves the
+  // entries it kept to RocksDB rows (SpillableStore.moveToEntries): the earlier keys met again
+  // after that point, and in the next micro-batch, must still be duplicates. Sized so that the
+  // first micro-batch's map fits the setting and the second's passes it part-way: 1,000 keys of
+  // one partition fill about 85 KB, 3,000 about 250 KB; the global store's 64 groups hold about
+  // 80 and 240 ids each (at some 180 bytes an id) of 5,000 and 15,000 keys.
+  for ((opName, op, key, global, memory, oldKeys) <- Seq(
+      (operators(0)._1, operators(0)._2, operators(0)._3, false, "150k", 1000),
+      (operators(2)._1, operators(2)._2, operators(2)._3, true, "40k", 5000)))
+    test(s"$opName: a kept map that outgrows the memory mid-batch keeps its earlier entries") {
+      def events(n: Int, seconds: Int => Double, firstOffset: Int)(value: Int => String) =
+        (0 until n).map(i =>
+          Event.at(value(i).takeWhile(_ != '-'), seconds(i), offset = firstOffset + i, value = value(i)))
+      val old = events(oldKeys, i => 100 + i * 0.001, 0)(i => s"o$i-first")
+      val fresh = events(2 * oldKeys, i => 105 + i * 0.001, oldKeys)(i => s"n$i")
+      val metAgain = events(oldKeys, _ => 110, 3 * oldKeys)(i => s"o$i-again")
+      val thirdTime = events(oldKeys, _ => 115, 4 * oldKeys)(i => s"o$i-third")
+      val batches = Seq(old, fresh ++ metAgain, thirdTime)
+      val want = oracle(batches, key, global)
+      assert(want.size == 3 * oldKeys, s"${want.size}: the oracle forwards each key once")
+      val got = withMemory(Some(memory))(eventRows(batches, op)).map(_.getAs[String]("value"))
+      assertSame(got, want)
+    }
+
   test("a map that grows past its compaction size inside one micro-batch keeps its live entries") {
     // 160,000 records 1 ms apart in one micro-batch, 10-second interval: every other record has a
     // key of its own (the map passes 65,536 entries, where the processor drops dead ones as it

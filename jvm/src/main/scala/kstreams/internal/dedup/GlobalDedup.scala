@@ -176,7 +176,7 @@ private[kstreams] final class GlobalDedupProcessor(
       }
       .filter(_ != null)
     emitted ++ {
-      store.close()
+      store.close(Long.MinValue) // (the global store judges liveness per partition, not by one bound)
       batchMax.foreach { case (p, ts) => times.advance(p, ts) }
       times.flush()
       if (useTimers) sweeper.ensureArmed(timerValues)
@@ -203,37 +203,30 @@ private[kstreams] final class GlobalDedupProcessor(
   private def cacheId(group: Int): Option[String] =
     if (!useTimers) None else Some(s"${getHandle.getQueryInfo().getQueryId}/$operatorId/$group")
 
-  /** One group's ids during one micro-batch (or one timer), numbered `stored.seq + 1`. */
-  private final class GroupStore(group: Int, stored: GlobalStoreMode) {
-    private val id = cacheId(group)
+  /** One group's ids during one micro-batch (or one timer), numbered `stored.seq + 1`, on the
+    * protocol of [[SpillableStore]]: its map is an [[IdMap]], its in-memory layout the log, its
+    * RocksDB rows `entries` (with `chunks`, the ids under each bucket, for eviction). */
+  private final class GroupStore(group: Int, stored: GlobalStoreMode)
+      extends SpillableStore[IdMap](cacheId(group), budgetBytes, stored.token, stored.spilled) {
     private val seq = stored.seq + 1
-    private var spilled = stored.spilled
-    private var map: IdMap = _
     // slots this micro-batch changed, each once, and the tombstones it owes, by bucket
     private val changed = mutable.ArrayBuffer.empty[Slot]
     private val tombstones = mutable.LongMap.empty[mutable.ArrayBuffer[(Array[Byte], Long)]]
+    // a map rebuilt from the log that was too big to keep: what spillFromStore writes
+    private var tooBig: IdMap = _
 
     /** Finds the group's ids and evicts those dead below `evictBelow`. */
     def open(evictBelow: Long): Unit = {
-      if (spilled) {
-        dropDeadIds(evictBelow)
-        if (!idBuckets.nonEmpty) { entries.clear(); spilled = false } // the store emptied
-      }
-      if (spilled) map = new IdMap
-      else {
-        map = id
-          .flatMap(i => if (stored.token == 0L) None else DedupCaches.checkOut(i, stored.token))
-          .collect { case kept: IdMap => kept }
-          .getOrElse(rebuild(pushedOut = id.exists(DedupCaches.pushedOut)))
-        if (spilled) dropDeadIds(evictBelow) else dropDeadLog(evictBelow)
-      }
+      val spilledAtStart = spilled
+      if (spilled) dropDeadIds(evictBelow)
+      openEntries()
+      if (!spilledAtStart) { if (spilled) dropDeadIds(evictBelow) else dropDeadLog(evictBelow) }
     }
 
     /** The slot of `key`, read from `entries` the first time a spilled micro-batch sees it. A key
       * the map does not hold gets a detached absent slot, added by [[set]]. */
     def entry(key: Array[Byte]): Slot = {
-      if (map.estimatedBytes > budgetBytes && (!spilled || map.size >= PerPartitionDedupProcessor.MinFlushEntries))
-        if (spilled) flushSpilled() else spill()
+      withinBudget(Long.MinValue)
       var slot = map.get(key)
       if (slot == null) {
         slot = new Slot(key)
@@ -259,31 +252,25 @@ private[kstreams] final class GlobalDedupProcessor(
       if (!slot.held) map.add(slot)
     }
 
-    /** Writes what this micro-batch changed and files the map for the next one. */
-    def close(): Unit = {
-      if (spilled) {
-        flushSpilled()
-        mode.update(GlobalStoreMode(0L, spilled = true, seq))
-        id.foreach(DedupCaches.drop)
-      } else {
-        writeLog()
-        val token = PerPartitionDedupProcessor.newToken()
-        mode.update(GlobalStoreMode(token, spilled = false, seq))
-        id.foreach(DedupCaches.checkIn(_, token, map, budgetBytes))
-      }
-    }
-
     /** Timer: evicts ids dead below `evictBelow`, says whether any state is left. */
     def sweep(evictBelow: Long): Boolean = {
       open(evictBelow)
-      close()
+      close(Long.MinValue)
       if (spilled) idBuckets.nonEmpty else log.nonEmpty
     }
+
+    override protected def emptyMap(): IdMap = new IdMap
+    override protected def mapSize: Int = map.size
+    override protected def storeEmptied: Boolean = !idBuckets.nonEmpty
+    override protected def clearEntries(): Unit = entries.clear()
+    override protected def markSpilled(): Unit = mode.update(GlobalStoreMode(0L, spilled = true, seq))
+    override protected def markInMemory(token: Long): Unit = mode.update(GlobalStoreMode(token, spilled = false, seq))
+    override protected def writeInMemory(liveFrom: Long): Unit = writeLog()
 
     // ---- spilled: `entries` and `chunks` ----
 
     /** Writes the changed ids to `entries` and their ids under their buckets; empties the map. */
-    private def flushSpilled(): Unit = {
+    override protected def flushSpilled(liveFrom: Long): Unit = {
       writeSpilled(changed.iterator)
       changed.clear(); map = new IdMap
     }
@@ -314,13 +301,18 @@ private[kstreams] final class GlobalDedupProcessor(
 
     /** The map outgrew the budget: every id it holds (this micro-batch's changes included) becomes
       * a row of `entries`, listed under its bucket in `chunks`; the log is dropped. */
-    private def spill(): Unit = {
+    override protected def moveToEntries(): Unit = {
       writeSpilled(map.iterator.filter(_.present)) // `entries` is empty while the group is in memory
       log.clear()
       changed.clear(); tombstones.clear()
-      spilled = true
       map = new IdMap
-      id.foreach(DedupCaches.drop)
+    }
+
+    /** The rebuilt map ([[rebuildWithin]]) written as [[moveToEntries]] writes it. */
+    override protected def spillFromStore(): Unit = {
+      map = Option(tooBig).getOrElse(readLog())
+      tooBig = null
+      moveToEntries()
     }
 
     // ---- in memory: the map and the log ----
@@ -373,10 +365,15 @@ private[kstreams] final class GlobalDedupProcessor(
         }
       }
 
-    /** The map as the log says (an id's entry: its highest-numbered write no tombstone voids); the
-      * group spills instead if it needs more than half the budget, or if its map was pushed out
-      * of [[DedupCaches]] to make room for others. */
-    private def rebuild(pushedOut: Boolean): IdMap = {
+    /** The map as the log says, unless it needs more than `limitBytes`. */
+    override protected def rebuildWithin(limitBytes: Long): Option[IdMap] = {
+      val latest = readLog()
+      if (latest.estimatedBytes > limitBytes) { tooBig = latest; None }
+      else Some(latest)
+    }
+
+    /** The map as the log says: an id's entry is its highest-numbered write no tombstone voids. */
+    private def readLog(): IdMap = {
       val latest = new IdMap
       val voidBelow = mutable.HashMap.empty[ByteBuffer, Long]
       log
@@ -399,8 +396,7 @@ private[kstreams] final class GlobalDedupProcessor(
         val slot = latest.get(key.array())
         if (slot != null && slot.seq < below) latest.remove(key.array())
       }
-      if (pushedOut || latest.estimatedBytes > budgetBytes / 2) { map = latest; spill(); map }
-      else latest
+      latest
     }
   }
 

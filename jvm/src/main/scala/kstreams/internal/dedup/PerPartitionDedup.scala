@@ -28,7 +28,8 @@ import kstreams.internal.state._
   *  - `entries`: one RocksDB row per key, written only while the group is *spilled* (below);
   *  - `mode`: whether the group is spilled, and the token of its in-memory map.
   *
-  * Two ways to look a record's key up:
+  * Two ways to look a record's key up (the protocol, shared with the global store, is
+  * [[SpillableStore]]'s):
   *  - *in memory* (the usual case): the group's live entries are in an [[EntryMap]] that stays in
   *    the executor between micro-batches ([[DedupCaches]]); a micro-batch reads nothing from the
   *    store, decides every record in memory and appends its entries to their buckets' chunks. The map is used
@@ -132,7 +133,7 @@ private[kstreams] final class PerPartitionDedupProcessor(
     private val partition = first.partition
     private val times = new StreamTimes(streamTimes)
     private var streamTime = times.current(partition) // of the group's one partition: stored once
-    private val store = new GroupStore(group, liveFromOf(streamTime))
+    private val store = new GroupStore(group, liveFromOf(streamTime), mode.get()) // null before its first batch
     private val emit = new CompactEmitter(lateRecords)
     private var lastOrder = Long.MinValue
 
@@ -167,28 +168,26 @@ private[kstreams] final class PerPartitionDedupProcessor(
   private def cacheId(group: Int): Option[String] =
     if (!useTimers) None else Some(s"${getHandle.getQueryInfo().getQueryId}/$operatorId/$group")
 
-  /** One group's store during one micro-batch. */
-  private final class GroupStore(group: Int, liveFromAtStart: Long) {
-    private val id = cacheId(group)
-    private val stored = mode.get() // null before the group's first micro-batch
-    private var spilled = stored != null && stored.spilled
+  /** One group's store from its first record of a batch until the batch's end, on the protocol of
+    * [[SpillableStore]]: its map is an [[EntryMap]], its in-memory layout the time-bucket chunks,
+    * its RocksDB rows `entries`. */
+  private final class GroupStore(group: Int, liveFromAtStart: Long, stored: DedupStoreMode)
+      extends SpillableStore[EntryMap](
+        cacheId(group),
+        budgetBytes,
+        if (stored == null) 0L else stored.token,
+        stored != null && stored.spilled) {
 
     dropDeadBuckets(liveFromAtStart)
-    if (spilled && !buckets.nonEmpty) { entries.clear(); spilled = false } // the store emptied
-
-    private var live: EntryMap =
-      if (spilled) new EntryMap
-      else
-        id.flatMap(i => if (stored == null) None else DedupCaches.checkOut(i, stored.token))
-          .collect { case kept: EntryMap => kept }
-          .getOrElse(load(liveFromAtStart, pushedOut = id.exists(DedupCaches.pushedOut)))
+    openEntries()
 
     /** The spec's rule for a record with a non-null key; updates the entries. */
     def shouldForward(r: CompactRecord, liveFrom: Long): Boolean = {
-      if (live.estimatedBytes > budgetBytes && (!spilled || live.size >= MinFlushEntries)) outOfMemory(liveFrom)
+      withinBudget(liveFrom)
       // dead entries dropped whenever the map has doubled since the last time (amortized O(1) per
       // record): in a real-time batch, which may last minutes, the map stays near its live size
-      else if (!spilled && live.size >= live.compactAt) live.dropDead(liveFrom)
+      if (!spilled && map.size >= map.compactAt) map.dropDead(liveFrom)
+      val live = map
       val ts = r.timestampMicros
       var slot = live.slotOf(r.key)
       if (spilled && !live.occupied(slot)) { // first sight of the key in this micro-batch
@@ -208,37 +207,32 @@ private[kstreams] final class PerPartitionDedupProcessor(
       }
     }
 
-    /** The map reached the budget: forget dead entries; if the live ones still need more than
-      * half of it, spill. A spilled group writes what it added and starts an empty map. */
-    private def outOfMemory(liveFrom: Long): Unit = {
-      if (!spilled) {
-        live.dropDead(liveFrom)
-        if (live.estimatedBytes > budgetBytes / 2) {
-          // entries of earlier micro-batches; this one's are written by writeAdded below
-          live.occupiedSlots.foreach { s =>
-            if (!live.added(s)) entries.updateValue(live.key(s), DedupEntry(live.ts(s), live.offset(s)))
-          }
-          spilled = true
-        }
-      }
-      if (spilled) { writeAdded(liveFrom); live = new EntryMap }
-    }
+    override protected def emptyMap(): EntryMap = new EntryMap
+    override protected def mapSize: Int = map.size
+    override protected def shrink(liveFrom: Long): Unit = map.dropDead(liveFrom)
+    override protected def storeEmptied: Boolean = !buckets.nonEmpty
+    override protected def clearEntries(): Unit = entries.clear()
+    override protected def markSpilled(): Unit =
+      if (stored == null || !stored.spilled) mode.update(DedupStoreMode(0L, spilled = true))
+    override protected def markInMemory(token: Long): Unit = mode.update(DedupStoreMode(token, spilled = false))
 
-    /** Appends what this micro-batch stored and is still live; files the map for the next one. */
-    def close(liveFrom: Long): Unit = {
+    // entries of earlier micro-batches; this one's are written by flushSpilled
+    override protected def moveToEntries(): Unit =
+      map.occupiedSlots.foreach { s =>
+        if (!map.added(s)) entries.updateValue(map.key(s), DedupEntry(map.ts(s), map.offset(s)))
+      }
+
+    override protected def flushSpilled(liveFrom: Long): Unit = { writeAdded(liveFrom); map = new EntryMap }
+
+    override protected def writeInMemory(liveFrom: Long): Unit = {
       writeAdded(liveFrom)
-      if (spilled) {
-        if (stored == null || !stored.spilled) mode.update(DedupStoreMode(0L, spilled = true))
-        id.foreach(DedupCaches.drop)
-      } else {
-        if (live.size >= live.compactAt) live.dropDead(liveFrom)
-        val token = newToken()
-        mode.update(DedupStoreMode(token, spilled = false))
-        id.foreach(DedupCaches.checkIn(_, token, live, budgetBytes))
-      }
+      if (map.size >= map.compactAt) map.dropDead(liveFrom)
     }
 
+    /** Appends what this micro-batch stored and is still live to its buckets' chunks (and, spilled,
+      * to `entries`). */
     private def writeAdded(liveFrom: Long): Unit = {
+      val live = map
       val byBucket = mutable.LongMap.empty[mutable.ArrayBuilder.ofInt]
       val added = live.takeAdded()
       var i = 0
@@ -261,31 +255,28 @@ private[kstreams] final class PerPartitionDedupProcessor(
     }
 
     /** The group's live entries read from the chunks (those of buckets that can hold
-      * `ts >= liveFrom`). The group spills instead if they need more than half the budget, or if
-      * its map was pushed out of [[DedupCaches]] to make room for others: groups whose maps do
-      * not fit together would otherwise take turns reading all their entries every micro-batch. */
-    private def load(liveFrom: Long, pushedOut: Boolean): EntryMap = {
-      val map = new EntryMap
+      * `ts >= liveFromAtStart`), unless they need more than `limitBytes`. */
+    override protected def rebuildWithin(limitBytes: Long): Option[EntryMap] = {
+      val rebuilt = new EntryMap
       val it = buckets.all()
       while (it.hasNext) {
-        if (pushedOut || map.estimatedBytes > budgetBytes / 2) {
-          // one row per key in `entries`, newest wins
-          buckets
-            .all()
-            .foreach(bytes =>
-              decode(bytes) { (key, ts, offset) =>
-                if (ts >= liveFrom) {
-                  val e = entries.getValue(key)
-                  if (e == null || e.timestampMicros < ts) entries.updateValue(key, DedupEntry(ts, offset))
-                }
-              })
-          spilled = true
-          return new EntryMap
-        }
-        decode(it.next()) { (key, ts, offset) => if (ts >= liveFrom) map.putIfNewer(key, ts, offset) }
+        if (rebuilt.estimatedBytes > limitBytes) return None
+        decode(it.next()) { (key, ts, offset) => if (ts >= liveFromAtStart) rebuilt.putIfNewer(key, ts, offset) }
       }
-      map
+      Some(rebuilt)
     }
+
+    /** One row per live key in `entries`, newest wins. */
+    override protected def spillFromStore(): Unit =
+      buckets
+        .all()
+        .foreach(bytes =>
+          decode(bytes) { (key, ts, offset) =>
+            if (ts >= liveFromAtStart) {
+              val e = entries.getValue(key)
+              if (e == null || e.timestampMicros < ts) entries.updateValue(key, DedupEntry(ts, offset))
+            }
+          })
 
     /** Deletes the buckets that cannot hold `ts >= liveFrom` (Kafka's segment drop as stream time
       * advances). */
@@ -329,7 +320,7 @@ private[kstreams] final class PerPartitionDedupProcessor(
           // the store. Such a map is never used again: the token changes.
           val ownLiveFrom = liveFromOf(streamTimes.values().foldLeft(Long.MinValue)(math.max))
           if (!current.spilled && dead.exists { case (bucket, _) => buckets.bucketEnd(bucket) > ownLiveFrom }) {
-            mode.update(current.copy(token = newToken()))
+            mode.update(current.copy(token = SpillableStore.newToken()))
             cacheId(group).foreach(DedupCaches.drop)
           }
         }
@@ -354,21 +345,11 @@ private[kstreams] final case class DedupStoreMode(token: Long, spilled: Boolean)
 
 private[kstreams] object PerPartitionDedupProcessor {
 
-  /** A spilled group's map is flushed at the budget, but never holding fewer entries than this
-    * (an empty map's arrays alone take about 25 KB). */
-  val MinFlushEntries = 256
-
   /** How often (in watermark time) the timer sweeps a group: at least every 10 minutes. A group
     * that gets records drops its dead buckets as it reads them, so the timer is only for
     * partitions that went idle; a per-interval timer cost about a fifth of the throughput when
     * the watermark moves by minutes per micro-batch (benchmarks/RESULTS.md). */
   val IdleSweepMicros: Long = 10L * 60 * 1000 * 1000
-
-  /** A random token, never 0 (the token of no map). */
-  def newToken(): Long = {
-    val t = java.util.concurrent.ThreadLocalRandom.current().nextLong()
-    if (t == 0L) 1L else t
-  }
 
   /** Entries as `[key length][key][timestamp][offset]`, one after the other, in chunks of at most
     * [[TimeBucketChunks.MaxChunkBytes]]. */

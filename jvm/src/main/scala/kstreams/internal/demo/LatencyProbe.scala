@@ -45,7 +45,8 @@ private[kstreams] object LatencyProbe {
     val admin = Admin.create(props)
     try
       admin
-        .createTopics(java.util.List.of(new NewTopic(inTopic, partitions, 1.toShort), new NewTopic(outTopic, 1, 1.toShort)))
+        .createTopics(
+          java.util.List.of(new NewTopic(inTopic, partitions, 1.toShort), new NewTopic(outTopic, 1, 1.toShort)))
         .all()
         .get()
     finally admin.close()
@@ -107,7 +108,9 @@ private[kstreams] object LatencyProbe {
 
   private def summarize(received: ConcurrentHashMap[String, Vector[(Boolean, Long, Long)]], sent: Int, retries: Int) = {
     val outs = (0 until sent).map(i => Option(received.get(s"k$i")).getOrElse(Vector.empty))
-    val latenciesMs = outs.collect { case out if out.nonEmpty && !out.head._1 => (out.head._3 - out.head._2) / 1e6 }.sorted
+    val latenciesMs = outs.collect {
+      case out if out.nonEmpty && !out.head._1 => (out.head._3 - out.head._2) / 1e6
+    }.sorted
     def pct(q: Double): Double =
       if (latenciesMs.isEmpty) Double.NaN else latenciesMs(math.min(latenciesMs.size - 1, (q * latenciesMs.size).toInt))
     val fields = Seq(
@@ -122,7 +125,8 @@ private[kstreams] object LatencyProbe {
       "p99Ms" -> pct(0.99),
       "maxMs" -> (if (latenciesMs.isEmpty) Double.NaN else latenciesMs.last)
     )
-    fields.map { case (k, v) => s""""$k": ${if (v.isInstanceOf[Double] && v.asInstanceOf[Double].isNaN) "null" else v}""" }
+    fields
+      .map { case (k, v) => s""""$k": ${if (v.isInstanceOf[Double] && v.asInstanceOf[Double].isNaN) "null" else v}""" }
       .mkString("{", ", ", "}")
   }
 
@@ -159,9 +163,18 @@ private[kstreams] object LatencyProbe {
     (total, retries)
   }
 
-  private def send(producer: KafkaProducer[String, String], topic: String, partition: Int, key: String, retry: Boolean) =
+  private def send(
+      producer: KafkaProducer[String, String],
+      topic: String,
+      partition: Int,
+      key: String,
+      retry: Boolean) =
     producer.send(
-      new ProducerRecord[String, String](topic, partition, key, s"${if (retry) "retry" else "original"} ${System.nanoTime()}"))
+      new ProducerRecord[String, String](
+        topic,
+        partition,
+        key,
+        s"${if (retry) "retry" else "original"} ${System.nanoTime()}"))
 
   private def newProducer(bootstrap: String) = {
     val props = new Properties()
