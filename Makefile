@@ -138,6 +138,7 @@ $(BENCH_JAR): $(JAR) $(shell find jvm-bench/src -name '*.scala' 2>/dev/null)
 bench: install $(BENCH_JAR) $(VENV)/.bench-deps .venv-flink/.deps $(KAFKA_BROKER)
 	$(PY) benchmarks/bench.py --regime all $(BENCH_ARGS)
 	$(PY) benchmarks/latency.py
+	$(PY) benchmarks/latency.py $(LATENCY_LONG_BATCHES)
 	$(PY) benchmarks/cli_mistakes.py
 
 # The time from `kstreams-spark` with a mistake to its one-line error, for each mistake it checks
@@ -159,9 +160,13 @@ bench-kafka_sink: install $(BENCH_JAR) $(VENV)/.bench-deps $(KAFKA_BROKER)
 # Kafka -> dedup -> Kafka end-to-end latency p50/p90/p99, kstreams and Spark's dedup, real-time
 # and micro-batch (benchmarks/latency.py: a job process per run, the tests' broker), e.g.
 # BENCH_ARGS="--rates 1000 --duration 10 --rounds 1" for a quick run, "--sustain" for the highest
-# sustained rate too (long).
+# sustained rate too (long). Then the real-time candidates at the default batch duration, 5 minutes
+# (no batch boundary within a run: records while a batch runs), into results/latency-5min.json.
+LATENCY_LONG_BATCHES = --only kstreams_real_time,spark_real_time --rates 1000,10000,20000 \
+	--batch-duration "5 minutes" --no-update --json benchmarks/results/latency-5min.json
 bench-latency: install $(VENV)/.bench-deps $(KAFKA_BROKER)
 	$(PY) benchmarks/latency.py $(BENCH_ARGS)
+	$(PY) benchmarks/latency.py $(LATENCY_LONG_BATCHES)
 
 # The RocksDB settings experiment behind bench.py's SPARK_ROCKSDB_CONF and KSTREAMS_CONF (long
 # regime at small sizes, every variant; narrow it with BENCH_ARGS="--tune-variants defaults,changelog").
