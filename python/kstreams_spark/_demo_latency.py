@@ -67,24 +67,25 @@ def run_latency_demo(spark, args: argparse.Namespace) -> int:
         print(f"  {mode}: {trigger} ...", flush=True)
         query = writer.start()
         try:
-            results[mode] = json.loads(
-                probe.run(
-                    args.bootstrap_servers,
-                    in_topic,
-                    out_topic,
-                    PARTITIONS,
-                    args.rate,
-                    float(args.seconds),
-                    WARM_UP_S,
-                    TIMEOUT_S,
-                )
+            outcome = probe.run(
+                args.bootstrap_servers,
+                in_topic,
+                out_topic,
+                PARTITIONS,
+                args.rate,
+                float(args.seconds),
+                WARM_UP_S,
+                TIMEOUT_S,
             )
-        except Exception:
-            if query.exception() is not None:  # the query's failure, not the probe's timeout
-                raise query.exception() from None
-            raise
-        finally:
-            query.stop()
+        except Exception as e:  # the probe's timeout: said below unless the query failed
+            outcome = e
+        failed = None if query.isActive else query.exception()
+        query.stop()
+        if failed is not None:  # the query's own error, not the probe's timeout or missing keys
+            raise failed
+        if isinstance(outcome, Exception):
+            raise outcome
+        results[mode] = json.loads(outcome)
     _print(results)
     bad = [mode for mode, r in results.items() if _problem(r)]
     for mode in bad:

@@ -2,6 +2,8 @@ package kstreams
 package internal
 package dedup
 
+import scala.reflect.ClassTag
+
 /** The keep/spill/check-out protocol both dedup stores follow ([[PerPartitionDedupProcessor]],
   * [[GlobalDedupProcessor]]) for one group from the moment its store opens in a task until it
   * closes (the end of a micro-batch, or a real-time batch's end marker): where the group's entries
@@ -27,7 +29,7 @@ package dedup
   * Why a kept map is safe to use: see [[DedupCaches]] (the token is in the state only if the batch
   * that filed the map committed).
   */
-private[dedup] abstract class SpillableStore[M <: DedupCaches.KeptMap](
+private[dedup] abstract class SpillableStore[M <: DedupCaches.KeptMap: ClassTag](
     cacheId: Option[String],
     budgetBytes: Long,
     storedToken: Long,
@@ -83,7 +85,7 @@ private[dedup] abstract class SpillableStore[M <: DedupCaches.KeptMap](
       else
         cacheId
           .flatMap(id => if (storedToken == 0L) None else DedupCaches.checkOut(id, storedToken))
-          .map(_.asInstanceOf[M])
+          .collect { case kept: M => kept }
           .orElse(if (cacheId.exists(DedupCaches.pushedOut)) None else rebuildWithin(budgetBytes / 2))
           .getOrElse {
             spillFromStore()
