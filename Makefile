@@ -147,7 +147,7 @@ bench-cli: install
 	$(PY) benchmarks/cli_mistakes.py
 
 # One regime at a time.
-.PHONY: bench-default bench-long bench-catchup bench-global bench-kafka_sink bench-tune bench-cli bench-latency scale-test
+.PHONY: bench-default bench-long bench-catchup bench-global bench-kafka_sink bench-tune bench-cli bench-latency bench-latency-long-batches scale-test
 bench-default: install $(BENCH_JAR) $(VENV)/.bench-deps .venv-flink/.deps
 	$(PY) benchmarks/bench.py --regime default $(BENCH_ARGS)
 
@@ -160,12 +160,15 @@ bench-kafka_sink: install $(BENCH_JAR) $(VENV)/.bench-deps $(KAFKA_BROKER)
 # Kafka -> dedup -> Kafka end-to-end latency p50/p90/p99, kstreams and Spark's dedup, real-time
 # and micro-batch (benchmarks/latency.py: a job process per run, the tests' broker), e.g.
 # BENCH_ARGS="--rates 1000 --duration 10 --rounds 1" for a quick run, "--sustain" for the highest
-# sustained rate too (long). Then the real-time candidates at the default batch duration, 5 minutes
-# (no batch boundary within a run: records while a batch runs), into results/latency-5min.json.
+# sustained rate too (long). bench-latency-long-batches: the real-time candidates at the default
+# batch duration, 5 minutes (no batch boundary within a run: records while a batch runs), into
+# results/latency-5min.json; `make bench` runs both.
 LATENCY_LONG_BATCHES = --only kstreams_real_time,spark_real_time --rates 1000,10000,20000 \
 	--batch-duration "5 minutes" --no-update --json benchmarks/results/latency-5min.json
 bench-latency: install $(VENV)/.bench-deps $(KAFKA_BROKER)
 	$(PY) benchmarks/latency.py $(BENCH_ARGS)
+
+bench-latency-long-batches: install $(VENV)/.bench-deps $(KAFKA_BROKER)
 	$(PY) benchmarks/latency.py $(LATENCY_LONG_BATCHES)
 
 # The RocksDB settings experiment behind bench.py's SPARK_ROCKSDB_CONF and KSTREAMS_CONF (long

@@ -287,8 +287,16 @@ def test_demo_on_a_broker_checks_its_arguments():
             "--bootstrap-servers",
             "127.0.0.1:1",
         ): "--input and --bootstrap-servers are two demos",
-        ("--bootstrap-servers", "127.0.0.1:9092", "--seconds", "0"): "--seconds must be positive, got 0",
+        (
+            "--bootstrap-servers",
+            "127.0.0.1:9092",
+            "--seconds",
+            "0",
+        ): "--seconds must be more than 0 and at most 3600, got 0",
         ("--bootstrap-servers", "127.0.0.1:9092", "--rate", "0"): "--rate must be at least 1, got 0",
+        ("--bootstrap-servers", "127.0.0.1:9092", "--interval", "300 ms"): (
+            "--interval must be at least 1 second with --bootstrap-servers, got '300 ms'"
+        ),
     }.items():
         out = subprocess.run([SCRIPT, "demo", *args], capture_output=True, text=True, timeout=60)
         assert out.returncode == 2, out.stderr

@@ -303,8 +303,13 @@ def _check_arguments(args: argparse.Namespace) -> str | None:
         if args.bootstrap_servers:
             if args.input:
                 return "--input and --bootstrap-servers are two demos: give one"
-            if not args.seconds > 0:
-                return f"--seconds must be positive, got {args.seconds:g}"
+            if not 0 < args.seconds <= 3600:
+                return f"--seconds must be more than 0 and at most 3600, got {args.seconds:g}"
+            from kstreams_spark._intervals import interval_micros
+
+            if interval_micros(args.interval) < 1_000_000:
+                # the demo's producer retries come up to 500 ms after their original
+                return f"--interval must be at least 1 second with --bootstrap-servers, got {args.interval!r}"
             return _broker_problem(args.bootstrap_servers, DEMO_BROKER_TIMEOUT_S)
         if args.input:
             return _input_problem(args.input, args.format)

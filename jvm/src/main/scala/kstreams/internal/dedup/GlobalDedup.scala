@@ -220,6 +220,8 @@ private[kstreams] final class GlobalDedupProcessor(
       val spilledAtStart = spilled
       if (spilled) dropDeadIds(evictBelow)
       openEntries()
+      // a group spilled at the start has no log (moveToEntries cleared it) whether or not it
+      // returned to memory: nothing more to evict
       if (!spilledAtStart) { if (spilled) dropDeadIds(evictBelow) else dropDeadLog(evictBelow) }
     }
 
@@ -262,6 +264,7 @@ private[kstreams] final class GlobalDedupProcessor(
     override protected def emptyMap(): IdMap = new IdMap
     override protected def mapSize: Int = map.size
     override protected def storeEmptied: Boolean = !idBuckets.nonEmpty
+    override protected def layoutEmpty: Boolean = !log.nonEmpty
     override protected def clearEntries(): Unit = entries.clear()
     override protected def markSpilled(): Unit = mode.update(GlobalStoreMode(0L, spilled = true, seq))
     override protected def markInMemory(token: Long): Unit = mode.update(GlobalStoreMode(token, spilled = false, seq))

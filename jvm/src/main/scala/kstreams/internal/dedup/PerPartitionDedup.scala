@@ -178,6 +178,7 @@ private[kstreams] final class PerPartitionDedupProcessor(
         if (stored == null) 0L else stored.token,
         stored != null && stored.spilled) {
 
+    // last in the constructor: openEntries reads the store through the hooks below
     dropDeadBuckets(liveFromAtStart)
     openEntries()
 
@@ -211,6 +212,7 @@ private[kstreams] final class PerPartitionDedupProcessor(
     override protected def mapSize: Int = map.size
     override protected def shrink(liveFrom: Long): Unit = map.dropDead(liveFrom)
     override protected def storeEmptied: Boolean = !buckets.nonEmpty
+    override protected def layoutEmpty: Boolean = !buckets.nonEmpty
     override protected def clearEntries(): Unit = entries.clear()
     override protected def markSpilled(): Unit =
       if (stored == null || !stored.spilled) mode.update(DedupStoreMode(0L, spilled = true))

@@ -52,7 +52,8 @@ private[dedup] abstract class SpillableStore[M <: DedupCaches.KeptMap: ClassTag]
   protected def spillFromStore(): Unit
 
   /** Writes the entries of earlier batches the map holds as RocksDB rows (this batch's are
-    * written by the [[flushSpilled]] that follows at once); the in-memory layout is dropped. */
+    * written by the [[flushSpilled]] that follows at once); a layout that only serves the
+    * in-memory mode is dropped. */
   protected def moveToEntries(): Unit
 
   /** Writes what the map holds of this batch as RocksDB rows and starts an empty map. */
@@ -67,6 +68,10 @@ private[dedup] abstract class SpillableStore[M <: DedupCaches.KeptMap: ClassTag]
   /** Whether the spilled store holds nothing any more (the group may return to memory). */
   protected def storeEmptied: Boolean
 
+  /** Whether the in-memory layout holds nothing (a group pushed out of [[DedupCaches]] then
+    * starts an empty map instead of spilling: there is nothing to rebuild). */
+  protected def layoutEmpty: Boolean
+
   /** Deletes the RocksDB rows of an emptied spilled store. */
   protected def clearEntries(): Unit
 
@@ -77,7 +82,8 @@ private[dedup] abstract class SpillableStore[M <: DedupCaches.KeptMap: ClassTag]
   protected def markInMemory(token: Long): Unit
 
   /** Finds the group's entries: a spilled store that emptied returns to memory; a group in memory
-    * checks its kept map out or rebuilds it, or spills. */
+    * checks its kept map out or rebuilds it, or spills. A subclass calls it once, when its own
+    * fields are set (it reads them through the hooks). */
   protected final def openEntries(): Unit = {
     if (spilled && storeEmptied) { clearEntries(); spilled = false }
     map =
@@ -86,7 +92,10 @@ private[dedup] abstract class SpillableStore[M <: DedupCaches.KeptMap: ClassTag]
         cacheId
           .flatMap(id => if (storedToken == 0L) None else DedupCaches.checkOut(id, storedToken))
           .collect { case kept: M => kept }
-          .orElse(if (cacheId.exists(DedupCaches.pushedOut)) None else rebuildWithin(budgetBytes / 2))
+          .orElse {
+            val pushedOut = cacheId.exists(DedupCaches.pushedOut) // asked once: the answer is forgotten
+            if (pushedOut && !layoutEmpty) None else rebuildWithin(budgetBytes / 2)
+          }
           .getOrElse {
             spillFromStore()
             spilled = true

@@ -3,16 +3,16 @@ package internal
 package demo
 
 import java.time.Duration
-import java.util.{Collections, Properties}
+import java.util.{Collections, Optional, Properties}
 import java.util.concurrent.{ConcurrentHashMap, ThreadLocalRandom}
-import java.util.concurrent.atomic.AtomicBoolean
+import java.util.concurrent.atomic.{AtomicBoolean, AtomicLong, AtomicReference}
 
 import scala.collection.mutable
 import scala.jdk.CollectionConverters._
 
 import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, NewTopic}
 import org.apache.kafka.clients.consumer.{ConsumerConfig, KafkaConsumer}
-import org.apache.kafka.clients.producer.{KafkaProducer, ProducerConfig, ProducerRecord}
+import org.apache.kafka.clients.producer.{Callback, KafkaProducer, ProducerConfig, ProducerRecord, RecordMetadata}
 import org.apache.kafka.common.TopicPartition
 import org.apache.kafka.common.serialization.{StringDeserializer, StringSerializer}
 
@@ -38,18 +38,26 @@ private[kstreams] object LatencyProbe {
   private val RetryDelayNanos = (10L * 1000 * 1000, 500L * 1000 * 1000)
 
   /** Creates `inTopic` with `partitions` partitions and `outTopic` with one (one partition keeps the
-    * order each state task wrote in). */
-  def createTopics(bootstrap: String, inTopic: String, partitions: Int, outTopic: String): Unit = {
+    * order each state task wrote in), at the broker's default replication factor. */
+  def createTopics(bootstrap: String, inTopic: String, partitions: Int, outTopic: String): Unit =
+    withAdmin(bootstrap)(
+      _.createTopics(java.util.List.of(
+        new NewTopic(inTopic, Optional.of[Integer](partitions), Optional.empty[java.lang.Short]()),
+        new NewTopic(outTopic, Optional.of[Integer](1), Optional.empty[java.lang.Short]())
+      ))
+        .all()
+        .get())
+
+  /** Deletes the demo's topics. */
+  def deleteTopics(bootstrap: String, topics: java.util.List[String]): Unit =
+    withAdmin(bootstrap)(_.deleteTopics(topics).all().get())
+
+  private def withAdmin(bootstrap: String)(f: Admin => Unit): Unit = {
     val props = new Properties()
     props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap)
     val admin = Admin.create(props)
-    try
-      admin
-        .createTopics(
-          java.util.List.of(new NewTopic(inTopic, partitions, 1.toShort), new NewTopic(outTopic, 1, 1.toShort)))
-        .all()
-        .get()
-    finally admin.close()
+    try f(admin)
+    finally admin.close(Duration.ofSeconds(10))
   }
 
   /** Sends warm-up records (keys `w...`, 20 a second) until one comes out of `outTopic` (the query
@@ -69,40 +77,69 @@ private[kstreams] object LatencyProbe {
       timeoutSeconds: Double): String = {
     val received = new ConcurrentHashMap[String, Vector[(Boolean, Long, Long)]]() // key -> (retry, sent, received)
     val stop = new AtomicBoolean(false)
-    val reader = new Thread(() => read(bootstrap, outTopic, received, stop), "kstreams-demo-latency-reader")
+    val readerFailure = new AtomicReference[Throwable]()
+    val reader = new Thread(
+      () =>
+        try read(bootstrap, outTopic, received, stop)
+        catch { case e: Throwable => readerFailure.set(e) },
+      "kstreams-demo-latency-reader")
     reader.setDaemon(true)
     reader.start()
     val producer = newProducer(bootstrap)
+    val sendFailures = new AtomicLong()
+    val lastSendFailure = new AtomicReference[Exception]()
+    val countFailure: Callback = (_: RecordMetadata, e: Exception) =>
+      if (e != null) { lastSendFailure.set(e); sendFailures.incrementAndGet() }
+    def send(partition: Int, key: String, retry: Boolean): Unit =
+      producer.send(
+        new ProducerRecord[String, String](
+          inTopic,
+          partition,
+          key,
+          s"${if (retry) "retry" else "original"} ${System.nanoTime()}"),
+        countFailure)
+    // the demo's own failures are said as such, not counted as keys the query lost
+    def checkHealthy(): Unit = {
+      if (readerFailure.get() != null)
+        throw new KStreamsException(s"the demo could not read $outTopic: ${readerFailure.get()}")
+      if (sendFailures.get() > 0)
+        throw new KStreamsException(
+          s"the demo could not send ${sendFailures.get()} records to $inTopic: ${lastSendFailure.get()}")
+    }
     try {
       // warm-up: the query's first batch starts only when the stream has begun
       val warmUpDeadline = System.nanoTime() + (timeoutSeconds * 1e9).toLong
       var w = 0
       while (!received.keys().asScala.exists(_.startsWith("w"))) {
+        checkHealthy()
         if (System.nanoTime() > warmUpDeadline)
           throw new KStreamsException(
             s"no record came out of $outTopic within ${timeoutSeconds.toInt} s: is the query running?")
-        send(producer, inTopic, w % partitions, s"w$w", retry = false)
+        send(w % partitions, s"w$w", retry = false)
         w += 1
         Thread.sleep(50)
       }
       val warmUpEnd = System.nanoTime() + (warmUpSeconds * 1e9).toLong
       while (System.nanoTime() < warmUpEnd) {
-        send(producer, inTopic, w % partitions, s"w$w", retry = false)
+        send(w % partitions, s"w$w", retry = false)
         w += 1
         Thread.sleep(50)
       }
-      val (sent, retries) = sendAtRate(producer, inTopic, partitions, ratePerSecond, seconds)
+      val (sent, retries) = sendAtRate(send, partitions, ratePerSecond, seconds)
       producer.flush()
       val deadline = System.nanoTime() + (timeoutSeconds * 1e9).toLong
       def allOut = (0 until sent).forall(i => received.containsKey(s"k$i"))
-      while (!allOut && System.nanoTime() < deadline) Thread.sleep(100)
-      Thread.sleep(1000) // repeats of the last records, if any, come out too
+      while (!allOut && System.nanoTime() < deadline) { checkHealthy(); Thread.sleep(100) }
+      // a retry wrongly forwarded comes out after its original (sent up to 500 ms later, then a
+      // micro-batch or more): wait for it too
+      Thread.sleep(3000)
       stop.set(true)
       reader.join(10000)
+      checkHealthy()
       summarize(received, sent, retries)
     } finally {
       stop.set(true)
-      producer.close()
+      producer.close(Duration.ofSeconds(10))
     }
   }
 
@@ -111,8 +148,9 @@ private[kstreams] object LatencyProbe {
     val latenciesMs = outs.collect {
       case out if out.nonEmpty && !out.head._1 => (out.head._3 - out.head._2) / 1e6
     }.sorted
-    def pct(q: Double): Double =
-      if (latenciesMs.isEmpty) Double.NaN else latenciesMs(math.min(latenciesMs.size - 1, (q * latenciesMs.size).toInt))
+    def pct(q: Double): Double = // nearest rank, as benchmarks/latency.py
+      if (latenciesMs.isEmpty) Double.NaN
+      else latenciesMs(math.max(0, math.min(latenciesMs.size - 1, math.ceil(q * latenciesMs.size).toInt - 1)))
     val fields = Seq(
       "sent" -> sent,
       "retries" -> retries,
@@ -133,8 +171,7 @@ private[kstreams] object LatencyProbe {
   /** Sends `rate` records a second for `seconds`, scheduled by the clock (what is due, every
     * millisecond), plus the retries; returns how many originals and retries were sent. */
   private def sendAtRate(
-      producer: KafkaProducer[String, String],
-      topic: String,
+      send: (Int, String, Boolean) => Unit,
       partitions: Int,
       rate: Int,
       seconds: Double): (Int, Int) = {
@@ -148,33 +185,20 @@ private[kstreams] object LatencyProbe {
       val now = System.nanoTime()
       val due = math.min(total, ((now - start) / 1e9 * rate).toInt + 1)
       while (next < due) {
-        send(producer, topic, next % partitions, s"k$next", retry = false)
+        send(next % partitions, s"k$next", false)
         if (random.nextDouble() < RetryShare)
           retriesDue.enqueue((now + random.nextLong(RetryDelayNanos._1, RetryDelayNanos._2), next))
         next += 1
       }
       while (retriesDue.nonEmpty && retriesDue.head._1 <= now) {
         val (_, i) = retriesDue.dequeue()
-        send(producer, topic, i % partitions, s"k$i", retry = true)
+        send(i % partitions, s"k$i", true)
         retries += 1
       }
       Thread.sleep(1)
     }
     (total, retries)
   }
-
-  private def send(
-      producer: KafkaProducer[String, String],
-      topic: String,
-      partition: Int,
-      key: String,
-      retry: Boolean) =
-    producer.send(
-      new ProducerRecord[String, String](
-        topic,
-        partition,
-        key,
-        s"${if (retry) "retry" else "original"} ${System.nanoTime()}"))
 
   private def newProducer(bootstrap: String) = {
     val props = new Properties()
