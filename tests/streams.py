@@ -166,3 +166,73 @@ def run_mode(
     else:
         raise ValueError(mode)
     return spark.read.parquet(os.path.join(str(tmp_path), "out"))
+
+
+# Examples packed into one query: example i's partition p becomes i * EXAMPLE_STRIDE + p.
+EXAMPLE_STRIDE = 16
+
+
+def example_index():
+    """The Column of a packed row's example index (its position in ``run_examples``' dict)."""
+    from pyspark.sql import functions as F
+
+    return F.floor(F.col("partition") / EXAMPLE_STRIDE)
+
+
+def run_examples(
+    spark: SparkSession,
+    tmp_path,
+    examples: dict[str, Sequence[Rec]],
+    op: Callable[[DataFrame], DataFrame],
+    mode: str,
+) -> dict[str, list[dict]]:
+    """Runs every example through one query in ``mode`` (as ``run_mode``) and returns each
+    example's output rows (as dicts, in (partition, offset) order), keyed by the example's name.
+
+    Only for operators whose state and clock are per input partition or per key: each example is
+    on partitions of its own (``EXAMPLE_STRIDE`` apart) and its keys carry a prefix of their own,
+    both restored in what comes back, so no example can see another's state or stream time.
+    ``split`` puts each example's records one per micro-batch, one record of each example in a
+    micro-batch; ``split_restart`` also lines the examples up so that every example's first half
+    (``len // 2``, at least 1, as ``run_mode``) comes before the restart and the rest after it.
+    """
+    names = list(examples)
+    packed: list[list[Rec]] = []
+    for i, name in enumerate(names):
+        own = []
+        for r in with_offsets(examples[name]):
+            key = None if r.key is None else f"{i}/{r.key}"
+            own.append(Rec(key, r.t, i * EXAMPLE_STRIDE + r.partition, r.offset, r.value, r.ms))
+        packed.append(own)
+    if mode == "batch":
+        out = op(batch_df(spark, [r for own in packed for r in own]))
+    else:
+        run = StreamRun(spark, str(tmp_path), op)
+        if mode == "one_micro_batch":
+            run.add_batch([r for own in packed for r in own])
+            run.run()
+        elif mode in ("split", "split_restart"):
+            halves = [max(1, len(own) // 2) for own in packed]
+            start = max(halves) if mode == "split_restart" else 0
+            steps: dict[int, list[Rec]] = {}
+            for own, half in zip(packed, halves, strict=True):
+                first = start - half if mode == "split_restart" else 0
+                for j, r in enumerate(own):
+                    steps.setdefault(first + j, []).append(r)
+            for step in sorted(steps):
+                if mode == "split_restart" and step == start:
+                    run.run()
+                run.add_batch(steps[step])
+            run.run()
+        else:
+            raise ValueError(mode)
+        out = run.output()
+    got: dict[str, list[dict]] = {name: [] for name in names}
+    for row in out.orderBy("partition", "offset").collect():
+        r = row.asDict()
+        i, r["partition"] = divmod(r["partition"], EXAMPLE_STRIDE)
+        if r.get("key") is not None:
+            prefix, r["key"] = r["key"].split("/", 1)
+            assert prefix == str(i), (prefix, i, r)
+        got[names[i]].append(r)
+    return got

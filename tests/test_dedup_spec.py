@@ -1,10 +1,12 @@
 """Every example of SEMANTICS.md section 2, for all three dedup operators, as a batch DataFrame,
-in one micro-batch, one micro-batch per record, and through a restart from the checkpoint."""
+in one micro-batch, and one micro-batch per record through a restart from the checkpoint."""
+
+import functools
 
 import pytest
 from kstreams_spark import KStream
 from pyspark.sql import functions as F
-from streams import MODES, Rec, forwarded, run_mode
+from streams import Rec, example_index, forwarded, run_examples
 
 T0 = 100  # "t" in the spec's examples
 
@@ -44,23 +46,28 @@ def records_of(example):
     return [r if isinstance(r, Rec) else Rec(r[0], r[1]) for r in example]
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("example", EXAMPLES, ids=[e[0] for e in EXAMPLES])
-def test_spec_examples_deduplicate_by_key(spark, tmp_path, example, mode):
-    name, interval, recs, expected = example
-    records = records_of(recs)
-    out = run_mode(spark, tmp_path, records, by_key(interval), mode)
-    assert forwarded(out) == [(records[i].key, f"v{i}") for i in expected]
-
-
+# Every example in one query per operator and mode, each on partitions and keys of its own
+# (streams.run_examples); "split_restart" is the one-record-per-micro-batch run, with a restart.
 @pytest.mark.parametrize("mode", ["batch", "one_micro_batch", "split_restart"])
-@pytest.mark.parametrize("op", ["by_key_value", "deduplicate"])
-@pytest.mark.parametrize("example", EXAMPLES, ids=[e[0] for e in EXAMPLES])
-def test_spec_examples_other_operators(spark, tmp_path, example, op, mode):
-    name, interval, recs, expected = example
-    records = records_of(recs)
-    out = run_mode(spark, tmp_path, records, OPERATORS[op](interval), mode)
-    assert forwarded(out) == [(records[i].key, f"v{i}") for i in expected]
+@pytest.mark.parametrize("op", list(OPERATORS))
+def test_spec_examples(spark, tmp_path, op, mode):
+    examples = {name: records_of(recs) for name, _, recs, _ in EXAMPLES}
+    want = {name: [(examples[name][i].key, f"v{i}") for i in expected] for name, _, _, expected in EXAMPLES}
+    # the operator takes one interval: each interval's examples go through an operator of their own
+    intervals = {}
+    for i, (_, interval, _, _) in enumerate(EXAMPLES):
+        intervals.setdefault(interval, []).append(i)
+
+    def each_interval(df):
+        outputs = [
+            KStream(OPERATORS[op](interval)(df.where(example_index().isin(indexes))))
+            for interval, indexes in intervals.items()
+        ]
+        return functools.reduce(KStream.merge, outputs).df
+
+    rows = run_examples(spark, tmp_path, examples, each_interval, mode)
+    got = {name: [(r["key"], r["value"]) for r in out] for name, out in rows.items()}
+    assert got == want
 
 
 @pytest.mark.parametrize("op", list(OPERATORS))

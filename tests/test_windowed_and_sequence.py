@@ -1,12 +1,23 @@
 """SEMANTICS.md sections 3 and 4: windowed distinct (tumbling and session) and sequence-number
-dedup, as a batch DataFrame, in one micro-batch, one per record, and through a restart."""
+dedup, as a batch DataFrame, in one micro-batch, and one per record through a restart."""
 
 import datetime as dt
+import functools
 
 import pytest
 from kstreams_spark import KStream, KStreamsError, SessionWindows, TimeWindows, operator_metrics
 from pyspark.sql import functions as F
-from streams import BASE, MODES, Rec, StreamRun, batch_df, forwarded, run_mode, with_offsets
+from streams import (
+    BASE,
+    Rec,
+    StreamRun,
+    batch_df,
+    example_index,
+    forwarded,
+    run_examples,
+    run_mode,
+    with_offsets,
+)
 
 SECONDS = [4, 5, 6, 23, 22, 24, 34, 33, 32, 7, 22, 35]
 
@@ -43,21 +54,28 @@ CASES = {
 }
 
 
-def rows_of(df):
-    return [
-        (r["timestamp"], r["window"]["start"], r["window"]["end"])
-        for r in df.orderBy("partition", "offset").collect()
-    ]
+# The three cases in one query per mode, each on partitions and keys of its own
+# (streams.run_examples); "split_restart" is the one-record-per-micro-batch run, with a restart.
+@pytest.mark.parametrize("mode", ["batch", "one_micro_batch", "split_restart"])
+def test_spec_example_windowed_distinct(spark, tmp_path, mode):
+    cases = list(CASES)
 
+    def each_case(df):
+        outputs = [
+            KStream(windowed(CASES[case][0])(df.where(example_index() == i))) for i, case in enumerate(cases)
+        ]
+        return functools.reduce(KStream.merge, outputs).df
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("case", list(CASES))
-def test_spec_example_windowed_distinct(spark, tmp_path, case, mode):
-    windows, expected, _ = CASES[case]
-    records = [Rec("k", s) for s in SECONDS]
-    out = run_mode(spark, tmp_path, records, windowed(windows), mode)
-    assert rows_of(out) == [(ts(t), ts(s), ts(e)) for t, s, e in expected]
-    assert out.columns == ["key", "value", "timestamp", "partition", "offset", "window"]
+    rows = run_examples(
+        spark, tmp_path, {case: [Rec("k", s) for s in SECONDS] for case in cases}, each_case, mode
+    )
+    got = {
+        case: [(r["timestamp"], r["window"]["start"], r["window"]["end"]) for r in out]
+        for case, out in rows.items()
+    }
+    assert got == {case: [(ts(t), ts(s), ts(e)) for t, s, e in CASES[case][1]] for case in cases}
+    columns = each_case(batch_df(spark, with_offsets([Rec("k", 1)]))).columns
+    assert columns == ["key", "value", "timestamp", "partition", "offset", "window"]
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -118,7 +136,7 @@ def test_session_bridging_record_merges_two_sessions(spark, tmp_path, mode):
     assert [r["timestamp"] for r in out.orderBy("offset").collect()] == [ts(0), ts(12), ts(6), ts(23)]
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", ["batch", "one_micro_batch", "split_restart"])
 def test_sequence_dedup_seed_example(spark, tmp_path, mode):
     seqs = list(range(1, 8)) + [4, 5, 6, 7] + list(range(8, 12))
     records = [Rec("k", i, value=str(s)) for i, s in enumerate(seqs)]
