@@ -66,10 +66,10 @@ $(CRASH_PROCESSORS): $(JAR) $(SCALA_TEST_SRC)
 
 test-python: install $(KAFKA_BROKER) $(CRASH_PROCESSORS)
 	# README's blocks run once, from the wheel in a fresh venv (tests/test_packaging.py runs
-	# tests/test_readme.py there); by hand `pytest tests/test_readme.py` runs them in this venv
-	$(PY) -m pytest -q --durations=20 tests --ignore=tests/test_readme.py
-	# every example in the package's docstrings runs (namespace: python/conftest.py)
-	$(PY) -m pytest -q --doctest-modules python/kstreams_spark
+	# tests/test_readme.py there); by hand `pytest tests/test_readme.py` runs them in this venv.
+	# Every example in the package's docstrings runs too (namespace: conftest.py), in the
+	# same run and Spark session.
+	$(PY) -m pytest -q --durations=20 --doctest-modules tests python/kstreams_spark --ignore=tests/test_readme.py
 
 test: lint test-scala test-python
 
@@ -100,13 +100,13 @@ conformance: $(JAR)
 	KSTREAMS_CONFORMANCE_SEEDS="$(SEEDS)" $(SBT) "testOnly kstreams.conformance.ConformanceSpec"
 
 # The crash test (tests/test_crash.py, also part of test-python) as a longer soak: more kills on a
-# longer stream, e.g. `make test-crash CRASH_KILLS=20`.
+# longer stream, every operator from both sources, e.g. `make test-crash CRASH_KILLS=20`.
 .PHONY: test-crash
 CRASH_KILLS ?= 9
 CRASH_EVENTS ?= 60
 CRASH_BATCHES ?= 6
 test-crash: install $(KAFKA_BROKER) $(CRASH_PROCESSORS)
-	CRASH_KILLS=$(CRASH_KILLS) CRASH_EVENTS=$(CRASH_EVENTS) CRASH_BATCHES=$(CRASH_BATCHES) \
+	CRASH_BOTH_SOURCES=1 CRASH_KILLS=$(CRASH_KILLS) CRASH_EVENTS=$(CRASH_EVENTS) CRASH_BATCHES=$(CRASH_BATCHES) \
 		$(PY) -m pytest -q -s tests/test_crash.py
 
 # Only the standalone-cluster test (also part of test-python): `pytest -m "not cluster"` skips it.

@@ -54,6 +54,14 @@ CASES = {
 }
 
 
+def rows_of(df):
+    """(timestamp, window start, window end) of the rows, in (partition, offset) order."""
+    return [
+        (r["timestamp"], r["window"]["start"], r["window"]["end"])
+        for r in df.orderBy("partition", "offset").collect()
+    ]
+
+
 # The three cases in one query per mode, each on partitions and keys of its own
 # (streams.run_examples); "split_restart" is the one-record-per-micro-batch run, with a restart.
 @pytest.mark.parametrize("mode", ["batch", "one_micro_batch", "split_restart"])

@@ -1,6 +1,6 @@
 """The namespace the docstring examples of ``kstreams_spark`` run in (``make test`` runs them with
-``pytest --doctest-modules python/kstreams_spark``): a real local Spark session and a small batch
-of Kafka-style records, ``df``:
+``pytest --doctest-modules tests python/kstreams_spark``, in the tests' Spark session): a real
+local Spark session and a small batch of Kafka-style records, ``df``:
 
 ====== === ========= =================== ======== ===
 offset key value     timestamp           event_id seq
@@ -13,6 +13,9 @@ offset key value     timestamp           event_id seq
 ====== === ========= =================== ======== ===
 
 all on partition 0; ``ks`` is ``KStream(df)``.
+
+At the repository's root (not next to the package) so that it and tests/conftest.py can be
+collected in one run; it sets nothing up for other tests.
 """
 
 import datetime as dt
@@ -21,6 +24,7 @@ import sys
 import tempfile
 
 import pytest
+from _pytest.doctest import DoctestItem
 
 # Python processors run in Python workers: use this interpreter.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -28,7 +32,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 @pytest.fixture(scope="session")
 def _doc_spark():
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "tests"))
     from local_spark import local_spark
 
     session = local_spark("kstreams-spark-doctests")
@@ -37,7 +41,13 @@ def _doc_spark():
 
 
 @pytest.fixture(autouse=True)
-def _doc_namespace(doctest_namespace, _doc_spark):
+def _doc_namespace(request):
+    if not isinstance(request.node, DoctestItem):  # the other tests get nothing from here
+        return
+    doctest_namespace, _doc_spark = (
+        request.getfixturevalue("doctest_namespace"),
+        request.getfixturevalue("_doc_spark"),
+    )
     from datetime import timedelta
 
     import kstreams_spark
