@@ -37,11 +37,18 @@ $(SBT_LAUNCH):
 	mkdir -p .tools
 	mvn -q -B dependency:copy -Dartifact=org.scala-sbt:sbt-launch:$(SBT_VERSION) -DoutputDirectory=.tools
 
+# The built jar into the package, keeping its time (sbt rewrites it only when it changed), so that
+# what depends on $(JAR) is not redone when nothing changed.
+define copy-jar
+	mkdir -p $(dir $(JAR))
+	cmp -s jvm/target/scala-2.13/$(JAR_NAME) $(JAR) || \
+		{ rm -f python/kstreams_spark/jars/*.jar && cp -p jvm/target/scala-2.13/$(JAR_NAME) $(JAR); }
+endef
+
 $(JAR): $(SBT_LAUNCH) $(VENV)/.deps build.sbt project/build.properties $(SCALA_SRC)
 	$(SBT) package
-	mkdir -p $(dir $(JAR))
-	rm -f python/kstreams_spark/jars/*.jar
-	cp jvm/target/scala-2.13/$(JAR_NAME) $(JAR)
+	$(copy-jar)
+	touch $(JAR)
 
 jar: $(JAR)
 
@@ -57,8 +64,10 @@ $(VENV)/.installed: $(VENV)/.deps pyproject.toml $(JAR) $(CONNECT_PB2)
 
 install: $(VENV)/.installed $(KAFKA_CONNECTOR)
 
-test-scala: $(JAR)
-	$(SBT) test
+# One sbt launch packages the jar (for the Python tests after it) and runs the Scala tests.
+test-scala: $(SBT_LAUNCH) $(VENV)/.deps
+	$(SBT) package test
+	$(copy-jar)
 
 $(CRASH_PROCESSORS): $(JAR) $(SCALA_TEST_SRC)
 	$(SBT) Test/compile
