@@ -37,9 +37,14 @@ def spark():
 
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory):
-    """A real single-node Kafka broker (KRaft) on 127.0.0.1 from `make kafka-broker`'s jars."""
+    """A real single-node Kafka broker (KRaft) on 127.0.0.1 from `make kafka-broker`'s jars; in a
+    pytest run that another one starts (test_packaging's run of the README), that run's broker,
+    named by KSTREAMS_TEST_KAFKA_BOOTSTRAP."""
     from kafka_broker import KafkaBroker
 
+    if os.environ.get("KSTREAMS_TEST_KAFKA_BOOTSTRAP"):
+        yield KafkaBroker.attach(os.environ["KSTREAMS_TEST_KAFKA_BOOTSTRAP"])
+        return
     broker = KafkaBroker(str(tmp_path_factory.mktemp("kafka-broker"))).start()
     yield broker
     broker.stop()

@@ -130,6 +130,17 @@ class KafkaBroker:
         self._wait_ready(timeout)
         return self
 
+    @classmethod
+    def attach(cls, bootstrap: str) -> KafkaBroker:
+        """A handle to a broker another process started and stops (``stop`` leaves it running)."""
+        host, port = bootstrap.rsplit(":", 1)
+        assert host == "127.0.0.1", bootstrap
+        from confluent_kafka.admin import AdminClient
+
+        broker = cls(root="", port=int(port))
+        broker._admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        return broker
+
     def _wait_ready(self, timeout: float) -> None:
         from confluent_kafka.admin import AdminClient
 

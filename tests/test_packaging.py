@@ -83,12 +83,12 @@ def test_extras_accept_ranges(wheel):
     assert "pyspark==4.3.0" in requires
 
 
-def test_the_readme_runs_from_the_wheel_in_a_fresh_venv(wheel, tmp_path):
+def test_the_readme_runs_from_the_wheel_in_a_fresh_venv(wheel, kafka, tmp_path):
     """README's code blocks (tests/test_readme.py, which `make test` runs only here) in a new venv
     that has the wheel installed and no tree of this project on its path, run from a folder outside
     it. The venv reads the other packages (pyspark, pandas, the test tools) from the test venv's
     site-packages, added after its own by a .pth line, which leaves out that venv's editable
-    install of kstreams-spark."""
+    install of kstreams-spark. Its Kafka examples use this run's broker."""
     import site
     import sysconfig
 
@@ -131,6 +131,7 @@ def test_the_readme_runs_from_the_wheel_in_a_fresh_venv(wheel, tmp_path):
     unset = ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
     env = {k: v for k, v in os.environ.items() if k not in unset}
     env["KSTREAMS_TEST_WORKERS_PYTHON_UNSET"] = "1"
+    env["KSTREAMS_TEST_KAFKA_BOOTSTRAP"] = kafka.bootstrap  # this run's broker, not one more
     tests = os.path.abspath(os.path.dirname(__file__))
     done = subprocess.run(
         [
