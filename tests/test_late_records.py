@@ -5,11 +5,13 @@
 DataFrame, in one micro-batch, and one micro-batch per record with a restart from the checkpoint,
 against the reference model and by hand."""
 
+import functools
+
 import pytest
 from kstreams_spark import KStream, KStreamsError, operator_metrics
 from pyspark.sql import functions as F
 from reference import dedup_reference_with_late
-from streams import Rec, StreamRun, with_offsets
+from streams import Rec, StreamRun, example_index, run_examples, with_offsets
 
 # The spec's examples with late records, one per partition (interval 10 s), shifted so that the
 # partitions' stream times differ by less than the watermark delay (spec section 8): the late ones
@@ -86,18 +88,35 @@ def test_the_reference_model_agrees_with_the_hand_written_expectations():
 
 
 @pytest.mark.parametrize("mode", ["batch", "one_micro_batch", "split_restart"])
-@pytest.mark.parametrize("op", ["by_key", "by_key_value", "deduplicate"])
-@pytest.mark.parametrize("late", ["drop", "side_output"])  # "forward": test_dedup_spec.py
-def test_late_records_policy(spark, tmp_path, late, op, mode):
+def test_late_records_policy(spark, tmp_path, mode):
+    """Every operator under "drop" and "side_output" ("forward": test_dedup_spec.py), each over its
+    own copy of RECORDS in one query (streams.run_examples)."""
     forwarded, late_records = dedup_reference_with_late(RECORDS, 10.0)
     on_time = sorted(r.value for r in forwarded if r not in late_records)
-    dedup = dedup_ops(late)[op]
-    if late == "side_output":
-        out = run(spark, tmp_path, lambda df: dedup(df).with_side_output, mode)
-        assert out == sorted([(v, None) for v in on_time] + [(v, "late") for v in LATE_VALUES])
-    else:
-        out = run(spark, tmp_path, lambda df: dedup(df).df, mode)
-        assert out == [(v, None) for v in on_time]
+    cases = [
+        (late, op) for late in ("drop", "side_output") for op in ("by_key", "by_key_value", "deduplicate")
+    ]
+
+    def each_case(df):
+        outputs = []
+        for i, (late, op) in enumerate(cases):
+            dedup = dedup_ops(late)[op](df.where(example_index() == i))
+            out = dedup.with_side_output if late == "side_output" else dedup.df
+            if late == "drop":  # the same columns as the side output's, for the merge
+                out = out.withColumn("kstreams_reason", F.lit(None).cast("string"))
+            outputs.append(KStream(out))
+        return functools.reduce(KStream.merge, outputs).df
+
+    rows = run_examples(spark, tmp_path, {f"{late}-{op}": RECORDS for late, op in cases}, each_case, mode)
+    got = {name: sorted((r["value"], r["kstreams_reason"]) for r in out) for name, out in rows.items()}
+    assert got == {
+        f"{late}-{op}": (
+            sorted([(v, None) for v in on_time] + [(v, "late") for v in LATE_VALUES])
+            if late == "side_output"
+            else [(v, None) for v in on_time]
+        )
+        for late, op in cases
+    }
 
 
 def test_side_output_and_df_alone_and_the_counters(spark, tmp_path):
