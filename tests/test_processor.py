@@ -9,12 +9,12 @@ from datetime import timedelta
 
 import pytest
 from kstreams_spark import KStream, KStreamsError, Processor, PunctuationType, Stores, Topology
-from kstreams_spark._jvm import door
 from pyspark import cloudpickle
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.utils import StreamingQueryException
-from streams import BASE, SCHEMA, Rec, StreamRun, batch_df, forwarded, run_mode, with_offsets
-from test_dedup_spec import EXAMPLES, by_key, records_of
+from streams import BASE, EXAMPLE_STRIDE, SCHEMA, Rec, StreamRun, batch_df, run_examples, with_offsets
+from test_dedup_spec import EXAMPLES, records_of
 
 # The processors below are defined in this test module, which Python workers cannot import:
 # ship them by value.
@@ -99,11 +99,60 @@ class DedupByKey(Processor):
         self.context.forward(r.key, r.value)
 
 
-def run_nums(spark, tmp_path, batches, op, restart_before=()):
-    """Runs ``op`` over micro-batches of numeric records (one file each), restarting from the
-    checkpoint before the batches whose index is in ``restart_before``."""
+class Probe(Processor):
+    """Shows what a processor sees and when it is closed. Per record: ``put_if_absent(key, value)``
+    on store "kv", then forwards (key, "n|processor_name|topic|partition|offset|timestamp|what
+    put_if_absent returned|kv.range('b', 'd') as k=v,..."). Per 10 s stream-time punctuation:
+    ("punctuate", "n|processor_name|topic|partition|offset|timestamp|punctuate's argument|stream
+    time"). The context's values, timestamps in ms after BASE; n counts a partition's forwards
+    (store "seq"), so it gives their order. ``close`` writes a file into the directory ``closes``:
+    "p<partition> inits=<init calls> offsets=<offsets processed> punctuations=<their times>" of
+    this instance (a store is out of reach there, and nothing else outlives the instance)."""
+
+    def __init__(self, closes):
+        self.closes = closes
+        self.inits = 0
+        self.offsets = []
+        self.punctuations = []
+
+    def init(self, context):
+        self.inits += 1
+        self.context = context
+        self.kv = context.get_state_store("kv")
+        self.seq = context.get_state_store("seq")
+        context.schedule(10_000, PunctuationType.STREAM_TIME)
+
+    def emit(self, key, *tail):
+        c = self.context
+        n = (self.seq.get("n") or 0) + 1
+        self.seq.put("n", n)
+        fields = [n, c.processor_name, c.topic, c.partition, c.offset, c.timestamp - BASE_MS, *tail]
+        c.forward(key, "|".join(map(str, fields)))
+
+    def process(self, record):
+        self.offsets.append(record.offset)
+        was = self.kv.put_if_absent(record.key, record.value)
+        self.emit(record.key, was, ",".join(f"{k}={v}" for k, v in self.kv.range("b", "d")))
+
+    def punctuate(self, timestamp):
+        self.punctuations.append(timestamp - BASE_MS)
+        self.emit("punctuate", timestamp - BASE_MS, self.context.stream_time - BASE_MS)
+
+    def close(self):
+        import uuid
+
+        with open(os.path.join(self.closes, uuid.uuid4().hex), "w") as f:
+            f.write(
+                f"p{self.context.partition} inits={self.inits} offsets={self.offsets} "
+                f"punctuations={self.punctuations}"
+            )
+
+
+def run_nums(spark, tmp_path, batches, op, restart_before=(), schema=NUM_SCHEMA):
+    """Runs ``op`` over micro-batches of numeric records (or of ``schema``; one file each),
+    restarting from the checkpoint before the batches whose index is in ``restart_before``."""
     numbered = iter(with_offsets([r for b in batches for r in b]))
-    run = StreamRun(spark, str(tmp_path), op, schema=NUM_SCHEMA)
+    run = StreamRun(spark, str(tmp_path), op, schema=schema)
     for i, b in enumerate(batches):
         if i in restart_before:
             run.run()
@@ -162,12 +211,114 @@ def test_shared_processor_cases(spark, tmp_path, case, mode):
 
 
 def test_punctuation_forwards_have_no_offset(spark, tmp_path):
+    """Every row the tracer forwards, in the order it forwarded them (its counter): a record's
+    forward carries the record's offset, a punctuation's none, both the time they ran at."""
     case = next(c for c in CASES if c["processor"] == "tracer")
     records = with_offsets([Rec(k, t, p, value=v) for k, v, t, p in case["records"]])
     op = lambda df: KStream(df).process(Tracer, stores=[Stores.key_value("counter")]).df  # noqa: E731
     out = run_nums(spark, tmp_path, [records], op).output().collect()
-    assert {r["key"].split("@")[0] for r in out if r["offset"] is None} == {"p10", "p20"}
-    assert all(r["offset"] is not None for r in out if r["key"].startswith("record"))
+    got = sorted(
+        (r["value"], r["key"], int(r["timestamp"].timestamp() * 1000) - BASE_MS, r["partition"], r["offset"])
+        for r in out
+    )
+    # records k@5, k@12, k@13, k@25, k@47 at offsets 0-4; p10 fires at the first record and on
+    # crossing 10, 20 and 40 s (25 jumps over 20; 47 over 30 and 40), p20 at the first record and
+    # on crossing 20 and 40 s; when both are due the one due earlier goes first (at 47: p10, due
+    # at 30, before p20, due at 40), ties in registration order (at 5 and 25: both due at 0, 20)
+    assert got == [
+        (1, "record@5000", 5000, 0, 0),
+        (2, "p10@5000", 5000, 0, None),
+        (3, "p20@5000", 5000, 0, None),
+        (4, "record@12000", 12000, 0, 1),
+        (5, "p10@12000", 12000, 0, None),
+        (6, "record@13000", 13000, 0, 2),
+        (7, "record@25000", 25000, 0, 3),
+        (8, "p10@25000", 25000, 0, None),
+        (9, "p20@25000", 25000, 0, None),
+        (10, "record@47000", 47000, 0, 4),
+        (11, "p10@47000", 47000, 0, None),
+        (12, "p20@47000", 47000, 0, None),
+    ]
+
+
+# Two partitions (topics "topic-0" and "topic-1"); keys arrive out of key order, some twice.
+PROBE_RECORDS = [
+    Rec("c", 1, 0, value="c1"),
+    Rec("a", 2, 0, value="a2"),
+    Rec("b", 3, 1, value="b3"),
+    Rec("e", 11, 0, value="e11"),
+    Rec("c", 12, 0, value="c12"),
+    Rec("d", 13, 0, value="d13"),
+    Rec("c", 21, 1, value="c21"),
+    Rec("b", 14, 0, value="b14"),
+    Rec("b", 22, 1, value="b22"),
+    # behind partition 0's stream time (14 s); in range("b", "d") after c and before d in key order,
+    # not in the store's (which puts shorter encodings first)
+    Rec("ca", 4, 0, value="ca4"),
+]
+# ... in micro-batches of 3, 1 and 6 records, with a restart before the third
+PROBE_SPLIT = [PROBE_RECORDS[:3], PROBE_RECORDS[3:4], PROBE_RECORDS[4:]]
+
+
+@pytest.mark.parametrize("mode", ["one_micro_batch", "split_restart"])
+def test_context_store_range_put_if_absent_and_close(spark, tmp_path, mode):
+    """The context's processor_name, topic, partition, offset and timestamp in process and in
+    punctuate; put_if_absent and range over a store that outlives micro-batches and the restart;
+    close once per partition and micro-batch, after its records and punctuations."""
+    closes = tmp_path / "closes"
+    closes.mkdir()
+
+    def op(df):
+        with_topic = df.withColumn("topic", F.concat(F.lit("topic-"), F.col("partition").cast("string")))
+        stores = [Stores.key_value("kv"), Stores.key_value("seq")]
+        return KStream(with_topic).process(lambda: Probe(str(closes)), stores=stores, name="probe").df
+
+    if mode == "one_micro_batch":
+        run = run_nums(spark, tmp_path, [PROBE_RECORDS], op, schema=SCHEMA)
+    else:
+        run = run_nums(spark, tmp_path, PROBE_SPLIT, op, restart_before={2}, schema=SCHEMA)
+    got = [
+        (r["partition"], r["offset"], int(r["timestamp"].timestamp() * 1000) - BASE_MS, r["key"], r["value"])
+        for r in run.output().collect()
+    ]
+    got.sort(key=lambda r: (r[0], int(r[4].split("|")[0])))  # each partition in forward order
+    # n|name|topic|partition|offset|timestamp| then put_if_absent's answer|range("b", "d") (both
+    # ends inclusive, key order; per partition), or punctuate's argument|stream time. The first
+    # record punctuates (10 s schedules are aligned to 0), then the first to reach the next multiple
+    # of 10 s (21 s passes both 10 and 20: once); a punctuation has no topic and offset -1, and its
+    # forward no offset.
+    assert got == [
+        (0, 0, 1000, "c", "1|probe|topic-0|0|0|1000|None|c=c1"),
+        (0, None, 1000, "punctuate", "2|probe|None|0|-1|1000|1000|1000"),
+        (0, 1, 2000, "a", "3|probe|topic-0|0|1|2000|None|c=c1"),
+        (0, 2, 11000, "e", "4|probe|topic-0|0|2|11000|None|c=c1"),
+        (0, None, 11000, "punctuate", "5|probe|None|0|-1|11000|11000|11000"),
+        (0, 3, 12000, "c", "6|probe|topic-0|0|3|12000|c1|c=c1"),
+        (0, 4, 13000, "d", "7|probe|topic-0|0|4|13000|None|c=c1,d=d13"),
+        (0, 5, 14000, "b", "8|probe|topic-0|0|5|14000|None|b=b14,c=c1,d=d13"),
+        (0, 6, 4000, "ca", "9|probe|topic-0|0|6|4000|None|b=b14,c=c1,ca=ca4,d=d13"),
+        (1, 0, 3000, "b", "1|probe|topic-1|1|0|3000|None|b=b3"),
+        (1, None, 3000, "punctuate", "2|probe|None|1|-1|3000|3000|3000"),
+        (1, 1, 21000, "c", "3|probe|topic-1|1|1|21000|None|b=b3,c=c21"),
+        (1, None, 21000, "punctuate", "4|probe|None|1|-1|21000|21000|21000"),
+        (1, 2, 22000, "b", "5|probe|topic-1|1|2|22000|b3|b=b3,c=c21"),
+    ]
+    # one instance per partition and micro-batch: init once, close once at its end (no repeats,
+    # none for a partition without records in the micro-batch)
+    if mode == "one_micro_batch":
+        want = [
+            "p0 inits=1 offsets=[0, 1, 2, 3, 4, 5, 6] punctuations=[1000, 11000]",
+            "p1 inits=1 offsets=[0, 1, 2] punctuations=[3000, 21000]",
+        ]
+    else:
+        want = [
+            "p0 inits=1 offsets=[0, 1] punctuations=[1000]",  # micro-batch 0
+            "p1 inits=1 offsets=[0] punctuations=[3000]",
+            "p0 inits=1 offsets=[2] punctuations=[11000]",  # 1
+            "p0 inits=1 offsets=[3, 4, 5, 6] punctuations=[]",  # 2, after the restart
+            "p1 inits=1 offsets=[1, 2] punctuations=[21000]",
+        ]
+    assert sorted(f.read_text() for f in closes.iterdir()) == sorted(want)
 
 
 def test_processor_error_names_processor_partition_and_offset(spark, tmp_path):
@@ -241,29 +392,39 @@ def test_configure_spark_gives_local_workers_this_interpreter(monkeypatch, optio
     assert os.environ.get("PYSPARK_PYTHON") == expected
 
 
-def dedup_processor(spark, interval):
-    interval_ms = door(spark).intervalMicros(interval) // 1000
-    return lambda df: (
-        KStream(df)
-        .process(lambda: DedupByKey(interval_ms), stores=[Stores.key_value("seen")], name="dedup")
-        .df
-    )
+class PackedDedupByKey(DedupByKey):
+    """``DedupByKey`` with the interval of the spec example its partition holds
+    (``streams.run_examples`` puts example i on partitions ``i * EXAMPLE_STRIDE + p``)."""
+
+    def __init__(self, intervals_ms):
+        self.intervals_ms = intervals_ms
+
+    def init(self, context):
+        super().init(context)
+        self.interval_ms = self.intervals_ms[context.partition // EXAMPLE_STRIDE]
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=[e[0] for e in EXAMPLES])
-def test_dedup_as_processor_agrees_with_built_in(spark, tmp_path, example):
-    name, interval, recs, _ = example
-    records = records_of(recs)
-    built_in = forwarded(run_mode(spark, tmp_path / "built_in", records, by_key(interval), "batch"))
-    user = dedup_processor(spark, interval)
-    assert forwarded(run_mode(spark, tmp_path / "user", records, user, "batch")) == built_in
+# the intervals of test_dedup_spec.EXAMPLES, in ms
+INTERVAL_MS = {"10 seconds": 10_000, "0 seconds": 0, "100 ms": 100}
 
 
-def test_dedup_as_processor_through_a_restart(spark, tmp_path):
-    name, interval, recs, expected = EXAMPLES[5]  # k@20, k@25, k@11, k@9
-    records = records_of(recs)
-    out = run_mode(spark, tmp_path, records, dedup_processor(spark, interval), "split_restart")
-    assert forwarded(out) == [(records[i].key, f"v{i}") for i in expected]
+# Every example of spec section 2 in one query per mode (streams.run_examples); "split_restart"
+# is one record per micro-batch, with a restart from the checkpoint half-way.
+@pytest.mark.parametrize("mode", ["batch", "one_micro_batch", "split_restart"])
+def test_dedup_as_processor_forwards_the_spec_examples_rows(spark, tmp_path, mode):
+    examples = {name: records_of(recs) for name, _, recs, _ in EXAMPLES}
+    want = {name: [(examples[name][i].key, f"v{i}") for i in expected] for name, _, _, expected in EXAMPLES}
+    intervals = [INTERVAL_MS[interval] for _, interval, _, _ in EXAMPLES]
+
+    def op(df):
+        return (
+            KStream(df)
+            .process(lambda: PackedDedupByKey(intervals), stores=[Stores.key_value("seen")], name="dedup")
+            .df
+        )
+
+    rows = run_examples(spark, tmp_path, examples, op, mode)
+    assert {name: [(r["key"], r["value"]) for r in out] for name, out in rows.items()} == want
 
 
 class Scale(Processor):
@@ -435,21 +596,28 @@ def test_wall_clock_punctuation_fires_on_processing_time(spark, tmp_path):
         progress += query.recentProgress
     finally:
         query.stop()
-    # (a micro-batch replayed after a restart may repeat its rows)
-    ticks = sorted({v for k, v, _ in got if k == "tick"})
-    registered = sorted({v for k, v, _ in got if k == "record"})
-    assert len(registered) == 1 and len(ticks) >= 2, got
+    # no restart here, so no micro-batch runs twice: the record comes once, first (offset 0, at the
+    # processing time of the batch that registered the schedule), then only ticks, each once, in
+    # increasing time, without an offset
+    assert got[0][0] == "record" and got[0][2] == 0, got
+    assert [k for k, _, _ in got] == ["record"] + ["tick"] * (len(got) - 1), got
+    registered = got[0][1]
+    ticks = [v for k, v, _ in got if k == "tick"]
+    assert len(ticks) >= 2 and ticks == sorted(set(ticks)), got
     # ticks come at batch (processing) times, one per 2-second slot counted from the batch that
-    # registered the schedule (Kafka's alignment; a late tick does not shift the next slot),
-    # and they carry no offset
-    slots = [(t - registered[0]) // 2000 for t in ticks]
+    # registered the schedule (Kafka's alignment; a late tick does not shift the next slot)
+    slots = [(t - registered) // 2000 for t in ticks]
     assert slots[0] >= 1 and all(a < b for a, b in zip(slots, slots[1:], strict=False)), (registered, ticks)
     batches = batch_times(progress)
-    assert all(any(start <= t <= start + took for start, took in batches) for t in ticks), (ticks, batches)
+    assert all(any(start <= t <= start + took for start, took in batches) for t in [registered, *ticks]), (
+        registered,
+        ticks,
+        batches,
+    )
     # and each tick comes in the first micro-batch at or after its slot (a longer interval would
     # leave a whole micro-batch after the slot without a tick)
     for i, t in enumerate(ticks):
-        due = registered[0] + (slots[i - 1] + 1 if i else 1) * 2000
+        due = registered + (slots[i - 1] + 1 if i else 1) * 2000
         missed = [(start, took) for start, took in batches if start >= due + 50 and start + took < t]
         assert not missed, (registered, ticks, due, missed)
-    assert all(o is None for k, _, o in got if k == "tick")
+    assert [o for k, _, o in got if k == "tick"] == [None] * len(ticks)

@@ -9,6 +9,7 @@ import scala.collection.mutable
 import kstreams.processor._
 import org.apache.spark.sql.{DataFrame, Encoders, Row}
 import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
+import org.apache.spark.sql.functions.{col, concat, lit}
 
 /** A record with a numeric value, for processors that sum. */
 final case class Num(key: String, value: Long, timestamp: Timestamp, partition: Int, offset: Long)
@@ -141,6 +142,65 @@ object ProcessorSpec {
     }
   }
 
+  /** What [[Probe]]s' `close` wrote: "<run> p<partition> inits=.. offsets=[..] punctuations=[..]".
+    * (Processors run in this JVM: local master.) */
+  val closes = new java.util.concurrent.ConcurrentLinkedQueue[String]()
+
+  /** Shows what a processor sees and when it is closed (as `Probe` in tests/test_processor.py). Per
+    * record: `putIfAbsent(key, value)` on store "kv", then forwards (key, "n|processorName|topic|
+    * partition|offset|timestamp|what putIfAbsent returned (- for none)|kv.range("b", "d") as
+    * k=v,..."). Per 10 s stream-time punctuation: ("punctuate", "n|processorName|topic|partition|
+    * offset|timestamp|punctuate's argument|streamTime"). The context's values, timestamps in ms after
+    * Event.Base; n counts the partition's forwards (store "seq"), so it gives their order. `close`
+    * adds "<run> p<partition> inits=<init calls> offsets=<offsets processed> punctuations=<their
+    * times>" of this instance to [[closes]] (a store is out of reach there: no current key). */
+  final class Probe(run: String) extends Processor[String, String] {
+    private var ctx: ProcessorContext[String, String] = _
+    private var kv: KeyValueStore[String, String] = _
+    private var seq: KeyValueStore[String, Long] = _
+    private var inits = 0
+    private val offsets = mutable.ArrayBuffer.empty[Long]
+    private val punctuations = mutable.ArrayBuffer.empty[Long]
+    override def init(context: ProcessorContext[String, String]): Unit = {
+      inits += 1
+      ctx = context
+      kv = context.getStateStore[String, String]("kv")
+      seq = context.getStateStore[String, Long]("seq")
+      context.schedule(Duration.ofSeconds(10), PunctuationType.StreamTime)
+    }
+    private def emit(key: String, tail: Any*): Unit = {
+      val n = seq.get("n").getOrElse(0L) + 1
+      seq.put("n", n)
+      val fields = Seq(n, ctx.processorName, ctx.topic, ctx.partition, ctx.offset, ctx.timestamp - Event.Base) ++ tail
+      ctx.forward(key, fields.mkString("|"))
+    }
+    override def process(r: Record[String, String]): Unit = {
+      offsets += r.offset
+      val was = kv.putIfAbsent(r.key, r.value)
+      emit(r.key, was.getOrElse("-"), kv.range("b", "d").map { case (k, v) => s"$k=$v" }.mkString(","))
+    }
+    override def punctuate(timestamp: Long): Unit = {
+      punctuations += timestamp - Event.Base
+      emit("punctuate", timestamp - Event.Base, ctx.streamTime - Event.Base)
+    }
+    override def close(): Unit = closes.add(
+      s"$run p${ctx.partition} inits=$inits offsets=${offsets.mkString("[", ", ", "]")} " +
+        s"punctuations=${punctuations.mkString("[", ", ", "]")}")
+  }
+
+  /** Spec examples packed into one query: example i's partition p becomes i * Stride + p. */
+  val Stride = 16
+
+  /** [[DedupByKey]] with the interval of the example its partition holds. */
+  final class PackedDedup(intervalsMs: Seq[Long]) extends Processor[String, String] {
+    private var dedup: DedupByKey = _
+    override def init(context: ProcessorContext[String, String]): Unit = {
+      dedup = new DedupByKey(intervalsMs(context.partition / Stride))
+      dedup.init(context)
+    }
+    override def process(r: Record[String, String]): Unit = dedup.process(r)
+  }
+
   /** Forwards ("record", offset) per record and ("tick", processing time) per wall-clock
     * punctuation every 3 s. */
   final class WallTicker extends Processor[String, Long] {
@@ -255,10 +315,124 @@ class ProcessorSpec extends SparkSuite {
 
   test("punctuation forwards carry the punctuation time, no offset") {
     val traced = sharedCases.find(_.processor == "tracer").get.records
-    val out = sharedOp("tracer")(spark.createDataFrame(traced))
-    val p20 = out.where("key like 'p20@%'").collect()
-    assert(p20.map(_.getAs[Timestamp]("timestamp").getTime - Base).toSeq.sorted == Seq(5000, 25000, 47000))
-    assert(p20.forall(_.isNullAt(p20.head.fieldIndex("offset"))))
+    val out = sharedOp("tracer")(spark.createDataFrame(traced)).collect().toSeq
+    // (counter n: the forward order, key, timestamp - Base, offset) of every forward. Records k@5,
+    // k@12, k@13, k@25, k@47 at offsets 0-4; p10 fires at the first record and on crossing 10, 20
+    // and 40 s (25 jumps over 20; 47 over 30 and 40), p20 at the first record and on crossing 20
+    // and 40 s; when both are due the one due earlier goes first (at 47: p10, due at 30, before
+    // p20, due at 40), ties in registration order (at 5 and 25: both due at 0, 20)
+    val got = out
+      .map(r =>
+        (
+          r.getAs[Long]("value"),
+          r.getAs[String]("key"),
+          r.getAs[Timestamp]("timestamp").getTime - Base,
+          if (r.isNullAt(r.fieldIndex("offset"))) None else Some(r.getAs[Long]("offset"))))
+      .sortBy(_._1)
+    assert(
+      got == Seq(
+        (1L, "record@5000", 5000L, Some(0L)),
+        (2L, "p10@5000", 5000L, None),
+        (3L, "p20@5000", 5000L, None),
+        (4L, "record@12000", 12000L, Some(1L)),
+        (5L, "p10@12000", 12000L, None),
+        (6L, "record@13000", 13000L, Some(2L)),
+        (7L, "record@25000", 25000L, Some(3L)),
+        (8L, "p10@25000", 25000L, None),
+        (9L, "p20@25000", 25000L, None),
+        (10L, "record@47000", 47000L, Some(4L)),
+        (11L, "p10@47000", 47000L, None),
+        (12L, "p20@47000", 47000L, None)
+      ))
+  }
+
+  // Two partitions (topics "topic-0" and "topic-1"); keys arrive out of key order, some twice;
+  // ca@4 is behind partition 0's stream time (14 s), and in range("b", "d") after c and before d
+  // in key order, not in the store's (which puts shorter encodings first).
+  private val probeEvents = {
+    import Event.at
+    Seq(
+      at("c", 1, 0, value = "c1"),
+      at("a", 2, 0, value = "a2"),
+      at("b", 3, 1, value = "b3"),
+      at("e", 11, 0, value = "e11"),
+      at("c", 12, 0, value = "c12"),
+      at("d", 13, 0, value = "d13"),
+      at("c", 21, 1, value = "c21"),
+      at("b", 14, 0, value = "b14"),
+      at("b", 22, 1, value = "b22"),
+      at("ca", 4, 0, value = "ca4")
+    )
+  }
+
+  // The same rows in one micro-batch and in micro-batches of 3, 1 and 6 records with a restart
+  // before the third: the store outlives micro-batches and the restart. What close() saw: one
+  // instance per partition and micro-batch, init once and close once at its end (no repeats, none
+  // for a partition without records in the micro-batch).
+  Seq(
+    (
+      "one micro-batch",
+      Seq(probeEvents),
+      Set.empty[Int],
+      Seq(
+        "p0 inits=1 offsets=[0, 1, 2, 3, 4, 5, 6] punctuations=[1000, 11000]",
+        "p1 inits=1 offsets=[0, 1, 2] punctuations=[3000, 21000]")),
+    (
+      "micro-batches of 3, 1 and 6 records, a restart before the third",
+      Seq(probeEvents.take(3), probeEvents.slice(3, 4), probeEvents.drop(4)),
+      Set(2),
+      Seq(
+        "p0 inits=1 offsets=[0, 1] punctuations=[1000]", // micro-batch 0
+        "p1 inits=1 offsets=[0] punctuations=[3000]",
+        "p0 inits=1 offsets=[2] punctuations=[11000]", // 1
+        "p0 inits=1 offsets=[3, 4, 5, 6] punctuations=[]", // 2, after the restart
+        "p1 inits=1 offsets=[1, 2] punctuations=[21000]"
+      ))
+  ).foreach { case (mode, batches, restartBefore, wantCloses) =>
+    test(s"context (processorName, topic, partition, offset, timestamp), putIfAbsent, range, close: $mode") {
+      val run = s"probe $mode"
+      val op = (df: DataFrame) =>
+        KStream(df.withColumn("topic", concat(lit("topic-"), col("partition").cast("string"))))
+          .process(
+            () => new Probe(run),
+            stores = Seq(Stores.keyValue("kv", Encoders.STRING, Encoders.STRING), Stores.keyValue("seq")),
+            name = "probe")
+          .df
+      val got = eventRows(batches, op, restartBefore)
+        .map(r =>
+          (
+            r.getAs[Int]("partition"),
+            if (r.isNullAt(r.fieldIndex("offset"))) None else Some(r.getAs[Long]("offset")),
+            r.getAs[Timestamp]("timestamp").getTime - Event.Base,
+            r.getAs[String]("key"),
+            r.getAs[String]("value")))
+        .sortBy(r => (r._1, r._5.split('|').head.toInt)) // each partition in forward order
+      // n|name|topic|partition|offset|timestamp| then putIfAbsent's answer|range("b", "d") (both
+      // ends inclusive, key order; per partition), or punctuate's argument|stream time. The first
+      // record punctuates (10 s schedules are aligned to 0), then the first to reach the next
+      // multiple of 10 s (21 s passes both 10 and 20: once); a punctuation has no topic and offset
+      // -1, and its forward no offset.
+      assert(
+        got == Seq(
+          (0, Some(0L), 1000L, "c", "1|probe|topic-0|0|0|1000|-|c=c1"),
+          (0, None, 1000L, "punctuate", "2|probe|null|0|-1|1000|1000|1000"),
+          (0, Some(1L), 2000L, "a", "3|probe|topic-0|0|1|2000|-|c=c1"),
+          (0, Some(2L), 11000L, "e", "4|probe|topic-0|0|2|11000|-|c=c1"),
+          (0, None, 11000L, "punctuate", "5|probe|null|0|-1|11000|11000|11000"),
+          (0, Some(3L), 12000L, "c", "6|probe|topic-0|0|3|12000|c1|c=c1"),
+          (0, Some(4L), 13000L, "d", "7|probe|topic-0|0|4|13000|-|c=c1,d=d13"),
+          (0, Some(5L), 14000L, "b", "8|probe|topic-0|0|5|14000|-|b=b14,c=c1,d=d13"),
+          (0, Some(6L), 4000L, "ca", "9|probe|topic-0|0|6|4000|-|b=b14,c=c1,ca=ca4,d=d13"),
+          (1, Some(0L), 3000L, "b", "1|probe|topic-1|1|0|3000|-|b=b3"),
+          (1, None, 3000L, "punctuate", "2|probe|null|1|-1|3000|3000|3000"),
+          (1, Some(1L), 21000L, "c", "3|probe|topic-1|1|1|21000|-|b=b3,c=c21"),
+          (1, None, 21000L, "punctuate", "4|probe|null|1|-1|21000|21000|21000"),
+          (1, Some(2L), 22000L, "b", "5|probe|topic-1|1|2|22000|b3|b=b3,c=c21")
+        ))
+      import scala.jdk.CollectionConverters._
+      val closed = closes.asScala.toSeq.filter(_.startsWith(run + " ")).map(_.stripPrefix(run + " "))
+      assert(closed.sorted == wantCloses.sorted)
+    }
   }
 
   test("wall-clock punctuation fires on processing time (a manual trigger clock)") {
@@ -384,42 +558,79 @@ class ProcessorSpec extends SparkSuite {
       failure(() => new ScheduleEvery(Duration.ofSeconds(-1))).contains("interval must not be negative, got PT-1S"))
   }
 
-  // deduplicateByKey re-implemented as a processor agrees with the built-in on the spec examples.
+  // deduplicateByKey re-implemented as a processor forwards the spec's rows (section 2): the
+  // indices of the records forwarded, in (partition, offset) order.
   import Event.at
   private val T = 100.0
-  private val dedupExamples: Seq[(String, Long, Seq[Event])] = Seq(
-    ("a@t, a@t+8, a@t+11", 10000, Seq(at("a", T), at("a", T + 8), at("a", T + 11))),
-    ("a@t, a@t-8, a@t-11", 10000, Seq(at("a", T), at("a", T - 8), at("a", T - 11))),
-    ("a@5, a@15, a@16", 10000, Seq(at("a", 5), at("a", 15), at("a", 16))),
-    ("a@15, a@5, a@4", 10000, Seq(at("a", 15), at("a", 5), at("a", 4))),
-    ("interval 0: a@5, a@5, a@6", 0, Seq(at("a", 5), at("a", 5), at("a", 6))),
-    ("k@20, k@25, k@11, k@9", 10000, Seq(at("k", 20), at("k", 25), at("k", 11), at("k", 9))),
-    ("k1@10, k2@20, k1@9", 10000, Seq(at("k1", 10), at("k2", 20), at("k1", 9))),
-    ("k1@10, k2@21, k1@9", 10000, Seq(at("k1", 10), at("k2", 21), at("k1", 9))),
-    ("100 ms: k1@150ms, x@200ms, k1@60ms", 100, Seq(at("k1", 0.150), at("x", 0.200), at("k1", 0.060))),
-    ("100 ms: x@200ms, k1@50ms, k1@10ms", 100, Seq(at("x", 0.200), at("k1", 0.050), at("k1", 0.010))),
+  private val dedupExamples: Seq[(String, Long, Seq[Event], Seq[Int])] = Seq(
+    ("a@t, a@t+8, a@t+11", 10000, Seq(at("a", T), at("a", T + 8), at("a", T + 11)), Seq(0, 2)),
+    ("a@t, a@t-8, a@t-11", 10000, Seq(at("a", T), at("a", T - 8), at("a", T - 11)), Seq(0, 2)),
+    ("a@5, a@15, a@16", 10000, Seq(at("a", 5), at("a", 15), at("a", 16)), Seq(0, 2)),
+    ("a@15, a@5, a@4", 10000, Seq(at("a", 15), at("a", 5), at("a", 4)), Seq(0, 2)),
+    ("interval 0: a@5, a@5, a@6", 0, Seq(at("a", 5), at("a", 5), at("a", 6)), Seq(0, 2)),
+    ("k@20, k@25, k@11, k@9", 10000, Seq(at("k", 20), at("k", 25), at("k", 11), at("k", 9)), Seq(0, 3)),
+    ("k1@10, k2@20, k1@9", 10000, Seq(at("k1", 10), at("k2", 20), at("k1", 9)), Seq(0, 1)),
+    ("k1@10, k2@21, k1@9", 10000, Seq(at("k1", 10), at("k2", 21), at("k1", 9)), Seq(0, 1, 2)),
+    ("100 ms: k1@150ms, x@200ms, k1@60ms", 100, Seq(at("k1", 0.150), at("x", 0.200), at("k1", 0.060)), Seq(0, 1)),
+    ("100 ms: x@200ms, k1@50ms, k1@10ms", 100, Seq(at("x", 0.200), at("k1", 0.050), at("k1", 0.010)), Seq(0, 1, 2)),
     (
+      // null keys are always forwarded; a is deduplicated per partition
       "null keys, two partitions",
       10000,
-      Seq(at(null, 1), at(null, 1), at("a", 2, partition = 1), at("a", 3, partition = 1), at("a", 4)))
+      Seq(at(null, 1), at(null, 1), at("a", 2, partition = 1), at("a", 3, partition = 1), at("a", 4)),
+      Seq(0, 1, 4, 2))
   )
 
-  // Every example in one micro-batch and through a restart from the checkpoint half-way: the
-  // out-of-order ones one record per micro-batch, the others in two micro-batches (the built-in
-  // operator's own spec runs all modes for all of them).
-  private val recordPerBatch = Set(1, 3, 5, 10)
-  for (((name, intervalMs, events), i) <- dedupExamples.zipWithIndex) {
-    test(s"deduplicateByKey as a user processor agrees with the built-in, also restarted: $name") {
-      val builtIn = stream(Seq(events), df => KStream(df).deduplicateByKey(s"$intervalMs ms").df)
-      val user = (df: DataFrame) =>
-        KStream(df).process(() => new DedupByKey(intervalMs), stores = Seq(dedupStore), name = "dedup").df
-      assert(stream(Seq(events), user) == builtIn)
-      val half = events.size / 2
-      val restarted =
-        if (recordPerBatch(i)) stream(events.map(Seq(_)), user, restartBefore = Set(half))
-        else stream(Seq(events.take(half), events.drop(half)), user, restartBefore = Set(1))
-      assert(restarted == builtIn)
+  // Every example in one query per mode: example i's records numbered on their own (offsets, values
+  // v<index>), on partitions i * Stride + p, keys prefixed "i/", so no example meets another's
+  // state or stream time (as streams.run_examples in Python).
+  private val packedDedupExamples: Seq[Seq[Event]] = dedupExamples.zipWithIndex.map { case ((_, _, events, _), i) =>
+    Event
+      .numbered(events)
+      .map(e => e.copy(key = Option(e.key).map(k => s"$i/$k").orNull, partition = i * Stride + e.partition))
+  }
+
+  /** Each example's forwarded (key, value), in (partition, offset) order. */
+  private def dedupByExample(batches: Seq[Seq[Event]], restartBefore: Set[Int]): Seq[Seq[(String, String)]] = {
+    val intervals = dedupExamples.map(_._2).toVector
+    val user = (df: DataFrame) =>
+      KStream(df).process(() => new PackedDedup(intervals), stores = Seq(dedupStore), name = "dedup").df
+    val rows = eventRows(batches, user, restartBefore)
+      .map(r => (r.getAs[Int]("partition"), r.getAs[Long]("offset"), r.getAs[String]("key"), r.getAs[String]("value")))
+      .sortBy(r => (r._1, r._2))
+    dedupExamples.indices.map { i =>
+      rows.collect {
+        case (p, _, k, v) if p / Stride == i =>
+          val key = Option(k).map { prefixed =>
+            val Array(prefix, key) = prefixed.split("/", 2)
+            assert(prefix == i.toString, prefixed)
+            key
+          }
+          (key.orNull, v)
+      }
     }
+  }
+
+  private val dedupWant: Seq[Seq[(String, String)]] =
+    dedupExamples.map { case (_, _, events, forwarded) => forwarded.map(i => (events(i).key, s"v$i")) }
+
+  test("deduplicateByKey as a user processor forwards the spec's rows: every example, one micro-batch") {
+    assert(dedupByExample(Seq(packedDedupExamples.flatten), Set.empty) == dedupWant)
+  }
+
+  test("deduplicateByKey as a user processor forwards the spec's rows: one record per micro-batch, a restart") {
+    // record j of example i in micro-batch start - half(i) + j: every example's first half (at
+    // least one record) before the restart, before micro-batch `start`, the rest after it
+    val halves = packedDedupExamples.map(e => math.max(1, e.size / 2))
+    val start = halves.max
+    val batches = packedDedupExamples
+      .zip(halves)
+      .flatMap { case (events, half) => events.zipWithIndex.map { case (e, j) => (start - half + j, e) } }
+      .groupBy(_._1)
+      .toSeq
+      .sortBy(_._1)
+      .map(_._2.map(_._2))
+    assert(dedupByExample(batches, Set(start)) == dedupWant)
   }
 
   test("the same record delivered again (same offset) is forwarded again by both") {
