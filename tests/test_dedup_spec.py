@@ -22,6 +22,9 @@ EXAMPLES = [
     ("k1_k2_21_k1_9", "10 seconds", [("k1", 10), ("k2", 21), ("k1", 9)], [0, 1, 2]),
     ("ms_150_200_60", "100 ms", [("k1", 0.150), ("x", 0.200), ("k1", 0.060)], [0, 1]),
     ("ms_200_50_10", "100 ms", [("x", 0.200), ("k1", 0.050), ("k1", 0.010)], [0, 1, 2]),
+    # not in the spec's table, from rule 4: the late a@4 (no duplicate: 11 s from a@15) is
+    # forwarded and never stored, and the live entry a@15 stays, so a@14 is its duplicate
+    ("15_4_14_late_keeps_entry", "10 seconds", [("a", 15), ("a", 4), ("a", 14)], [0, 1]),
 ]
 
 

@@ -94,7 +94,7 @@ class DedupByKey(Processor):
             return
         if r.timestamp >= live_from:
             self.seen.put(r.key, (r.timestamp, r.offset))
-        elif entry is not None:  # late: never stored; a dead entry goes
+        elif entry is not None and not live:  # late: never stored; a dead entry goes, a live one stays
             self.seen.delete(r.key)
         self.context.forward(r.key, r.value)
 
@@ -328,6 +328,29 @@ def test_processor_error_names_processor_partition_and_offset(spark, tmp_path):
     assert (
         "processor 'exploder' failed processing the record at partition 1, offset 2: "
         "ValueError: unlucky value"
+    ) in str(failure.value)
+
+
+class ForwardsInClose(Processor):
+    def init(self, context):
+        self.context = context
+
+    def process(self, record):
+        pass
+
+    def close(self):
+        self.context.forward("bye", 0)
+
+
+def test_a_forward_in_close_fails_the_query_instead_of_being_lost(spark, tmp_path):
+    records = [Rec("a", 1, 1, value=1)]
+    with pytest.raises(StreamingQueryException) as failure:
+        run_nums(
+            spark, tmp_path, [records], lambda df: KStream(df).process(ForwardsInClose, name="closer").df
+        )
+    assert (
+        "processor 'closer' forwarded a record in close() (partition 1); close() runs after the "
+        "micro-batch's output is complete, so the record would be lost: forward in process() or a punctuation"
     ) in str(failure.value)
 
 

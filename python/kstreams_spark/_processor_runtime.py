@@ -76,6 +76,7 @@ class Task:
         self.partition = partition
         self.processing_time_ms = processing_time_ms
         self.out: list[Row] = []
+        self.closing = False  # in close(): Spark has taken the micro-batch's output already
         self.stores: dict[str, KeyValueStore] = {}
         saved = runner.stream_time.get() if runner.stream_time.exists() else None
         self.stream_time_micros: int | None = None if saved is None else saved[0]
@@ -138,6 +139,8 @@ class Task:
         self.timestamp_micros = saved
 
     def forward(self, node: LiveNode, key: Any, value: Any, ts_micros: int) -> None:
+        if self.closing:
+            raise KStreamsError(CLOSE_FORWARD.format(name=node.spec.name, partition=self.partition))
         where = (
             f"partition {self.partition}, offset {self.offset}"
             if self.offset is not None
@@ -244,8 +247,16 @@ class Task:
             self.runner.stream_time.update((self.stream_time_micros,))
 
     def close(self) -> None:
+        self.closing = True
         for node in self.nodes:
             self.guard(node.spec.name, "close", node.processor.close)
+
+
+# The same words in ProcessorRunner.scala.
+CLOSE_FORWARD = (
+    "processor '{name}' forwarded a record in close() (partition {partition}); close() runs after the "
+    "micro-batch's output is complete, so the record would be lost: forward in process() or a punctuation"
+)
 
 
 def interval_ms(interval: Any) -> int:

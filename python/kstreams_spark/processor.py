@@ -96,7 +96,10 @@ class Processor:
         is the stream time or the processing time, in ms."""
 
     def close(self) -> None:
-        """Called at the end of the partition's micro-batch."""
+        """Called at the end of the partition's micro-batch, once per task and micro-batch. The
+        micro-batch's output is complete then: a forward here fails the query (it would be lost),
+        and the stores are out of reach (Spark has no current key; keep what ``close`` needs in
+        fields)."""
 
 
 @dataclass(frozen=True)

@@ -117,6 +117,13 @@ object ProcessorSpec {
       if (record.value == 13L) throw new IllegalStateException("unlucky value")
   }
 
+  final class ForwardsInClose extends Processor[String, Long] {
+    private var ctx: ProcessorContext[String, Long] = _
+    override def init(context: ProcessorContext[String, Long]): Unit = ctx = context
+    override def process(record: Record[String, Long]): Unit = ()
+    override def close(): Unit = ctx.forward("bye", 0L)
+  }
+
   /** `deduplicateByKey` written as a user processor: the spec's rule (section 2) over a store of
     * key -> (timestamp ms, offset) of the record forwarded. */
   final class DedupByKey(intervalMs: Long) extends Processor[String, String] {
@@ -137,7 +144,7 @@ object ProcessorSpec {
         return
       }
       if (r.timestamp >= liveFrom) seen.put(r.key, (r.timestamp, r.offset))
-      else if (entry.isDefined) seen.delete(r.key) // late: never stored; a dead entry goes
+      else if (entry.isDefined && !live) seen.delete(r.key) // late: never stored; a dead entry goes, a live one stays
       ctx.forward(r.key, r.value)
     }
   }
@@ -527,6 +534,16 @@ class ProcessorSpec extends SparkSuite {
     )
   }
 
+  test("a forward in close() fails the query instead of being lost") {
+    val e = intercept[Exception](
+      runNums(Seq(Seq(num("a", 1, 1, 1, 0))), df => KStream(df).process(() => new ForwardsInClose, name = "closer").df))
+    val messages =
+      Iterator.iterate[Throwable](e)(_.getCause).takeWhile(_ != null).map(t => String.valueOf(t.getMessage))
+    val want = "processor 'closer' forwarded a record in close() (partition 1); close() runs after the micro-batch's " +
+      "output is complete, so the record would be lost: forward in process() or a punctuation"
+    assert(messages.exists(_.contains(want)), e)
+  }
+
   test("usage errors name what is wrong") {
     val df = spark.createDataFrame(sharedCases.head.records)
     val noStore = intercept[Exception](KStream(df).process(() => new Sum).df.collect())
@@ -573,6 +590,8 @@ class ProcessorSpec extends SparkSuite {
     ("k1@10, k2@21, k1@9", 10000, Seq(at("k1", 10), at("k2", 21), at("k1", 9)), Seq(0, 1, 2)),
     ("100 ms: k1@150ms, x@200ms, k1@60ms", 100, Seq(at("k1", 0.150), at("x", 0.200), at("k1", 0.060)), Seq(0, 1)),
     ("100 ms: x@200ms, k1@50ms, k1@10ms", 100, Seq(at("x", 0.200), at("k1", 0.050), at("k1", 0.010)), Seq(0, 1, 2)),
+    // rule 4: a late record that is no duplicate is forwarded and leaves the live entry stored
+    ("a@15, a@4, a@14", 10000, Seq(at("a", 15), at("a", 4), at("a", 14)), Seq(0, 1)),
     (
       // null keys are always forwarded; a is deduplicated per partition
       "null keys, two partitions",

@@ -43,7 +43,9 @@ trait Processor[K, V] {
     * the stream time (stream-time punctuation) or the processing time (wall-clock), in ms. */
   def punctuate(timestamp: Long): Unit = ()
 
-  /** Called at the end of the partition's micro-batch. */
+  /** Called at the end of the partition's micro-batch, once per task and micro-batch. The
+    * micro-batch's output is complete then: a forward here fails the query (it would be lost), and
+    * the stores are out of reach (Spark has no current key; keep what `close` needs in fields). */
   def close(): Unit = ()
 }
 

@@ -360,6 +360,12 @@ private[kstreams] final class ProcessorRunner(
     }
 
     def forward(node: LiveNode, key: Any, value: Any, tsMicros: Long): Unit = {
+      // the same words in _processor_runtime.py
+      if (closing)
+        throw new KStreamsException(
+          s"processor '${node.spec.name}' forwarded a record in close() (partition $partition); close() runs " +
+            "after the micro-batch's output is complete, so the record would be lost: forward in process() or a " +
+            "punctuation")
       node.spec.sinks.foreach(sink => out += Row(sink, key, value, tsMicros, partition, currentOffset))
       if (node.spec.children.nonEmpty) {
         val where =
@@ -454,7 +460,13 @@ private[kstreams] final class ProcessorRunner(
       streamTimeChanged = false
     }
 
-    def close(): Unit = live.foreach(n => guard(n.spec.name, "close")(n.processor.close()))
+    /** In close(): Spark has taken the micro-batch's output already. */
+    private var closing = false
+
+    def close(): Unit = {
+      closing = true
+      live.foreach(n => guard(n.spec.name, "close")(n.processor.close()))
+    }
 
     /** Runs user code; a failure becomes a [[KStreamsException]] naming the processor and where. */
     def guard[T](name: String, where: String)(body: => T): T =
