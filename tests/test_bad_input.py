@@ -16,7 +16,7 @@ from kstreams_spark import (
 from pyspark import cloudpickle
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
-from streams import SCHEMA, Rec, StreamRun, batch_df, with_offsets
+from streams import BASE, SCHEMA, Rec, StreamRun, batch_df, with_offsets
 
 # Python workers cannot import this test module; its processors travel by value
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -288,19 +288,36 @@ def test_a_bad_schedule_fails_the_query_naming_the_processor(spark, df, processo
     assert message in str(e.value)
 
 
+# a@1 (offset 0, "v0"), then a and b with null timestamps (offsets 1 and 2), then b@3 (offset 3)
+SKIPPED = [Rec("a", 1), Rec("a", None), Rec("b", None), Rec("b", 3)]
+
+
+def at(seconds):
+    """The timestamp ``seconds`` after BASE, as collect() returns it (naive, UTC)."""
+    return (BASE + timedelta(seconds=seconds)).replace(tzinfo=None)
+
+
+def null_timestamp_counts(progress) -> dict[str, int]:
+    """Total ``null_timestamps_skipped`` of each ``kstreams_null_timestamps`` metric."""
+    counts: dict[str, int] = {}
+    for p in progress:
+        for name, m in p["observedMetrics"].items():
+            if name.startswith("kstreams_null_timestamps"):
+                counts[name] = counts.get(name, 0) + m["null_timestamps_skipped"]
+    return counts
+
+
 def test_null_timestamps_can_be_skipped_and_counted(spark, tmp_path):
     op = lambda d: KStream(d, on_null_timestamp="skip").deduplicate_by_key("10 s").df  # noqa: E731
     run = StreamRun(spark, str(tmp_path), op)
-    run.add_batch(with_offsets([Rec("a", 1), Rec("a", None), Rec("b", None), Rec("b", 3)]))
+    run.add_batch(with_offsets(SKIPPED))
     run.run()
-    assert sorted(r["key"] for r in run.output().collect()) == ["a", "b"]
-    counts = [
-        m["null_timestamps_skipped"]
-        for p in run.progress
-        for name, m in p["observedMetrics"].items()
-        if name.startswith("kstreams_null_timestamps")
+    # the two null-timestamp records are skipped, so b@3 is the first b: both others forwarded
+    assert sorted(tuple(r) for r in run.output().collect()) == [
+        ("a", "v0", at(1), 0, 0),
+        ("b", "v3", at(3), 0, 3),
     ]
-    assert sum(counts) == 2
+    assert null_timestamp_counts(run.progress) == {"kstreams_null_timestamps": 2}
 
 
 @pytest.mark.parametrize(
@@ -353,37 +370,41 @@ def _join_with_bs(s):
     return s.join(right, lambda left, r: F.concat(left, r), windows)
 
 
+# the output rows of each operator over SKIPPED (all columns, in the operator's column order)
+DEDUPED = [("a", "v0", at(1), 0, 0), ("b", "v3", at(3), 0, 3)]
+MINUTE = (at(0), at(60))  # BASE is a whole minute: a@1 and b@3 are in one epoch-aligned window
+
+
 @pytest.mark.parametrize(
-    "operator, keys, skipped",
+    "operator, expected, skipped",
     [
-        (lambda s: s.deduplicate_by_key("10 s"), {"a", "b"}, [2]),
+        (lambda s: s.deduplicate_by_key("10 s"), DEDUPED, [2]),
         (
             lambda s: (
                 s.group_by_key()
                 .windowed_by(TimeWindows.of_size_with_no_grace(timedelta(minutes=1)))
                 .distinct()
             ),
-            {"a", "b"},
+            [row + (MINUTE,) for row in DEDUPED],
             [2],
         ),
-        (lambda s: s.group_by_key().count().to_stream(), {"a", "b"}, [2]),
-        (lambda s: s.to_table().to_stream(), {"a", "b"}, [2]),
-        (_join_with_bs, {"b"}, [2, 1]),
+        # one record per key is left: each key's count is 1, at that record's timestamp
+        (lambda s: s.group_by_key().count().to_stream(), [("a", 1, at(1)), ("b", 1, at(3))], [2]),
+        (lambda s: s.to_table().to_stream(), [("a", "v0", at(1)), ("b", "v3", at(3))], [2]),
+        # the right side (the input's b records) skips b@None, its own count of 1, and keeps b@3,
+        # which joins the left's b@3 at max(3, 3); the left's a@1 has no b to join
+        (_join_with_bs, [("b", "v3v3", at(3))], [2, 1]),
     ],
     ids=["deduplicate_by_key", "windowed_distinct", "count", "to_table", "join"],
 )
-def test_skip_means_the_same_for_every_operator(spark, tmp_path, operator, keys, skipped):
+def test_skip_means_the_same_for_every_operator(spark, tmp_path, operator, expected, skipped):
     """With on_null_timestamp='skip' no operator sees a null-timestamp record: each input counts
     its skipped records as `null_timestamps_skipped` of `kstreams_null_timestamps` (`_2`...)."""
     run = StreamRun(spark, str(tmp_path), lambda d: operator(KStream(d, on_null_timestamp="skip")).df)
-    run.add_batch(with_offsets([Rec("a", 1), Rec("a", None), Rec("b", None), Rec("b", 3)]))
+    run.add_batch(with_offsets(SKIPPED))
     run.run()
-    assert {r["key"] for r in run.output().collect()} == keys
-    counts: dict[str, int] = {}
-    for p in run.progress:
-        for name, m in p["observedMetrics"].items():
-            if name.startswith("kstreams_null_timestamps"):
-                counts[name] = counts.get(name, 0) + m["null_timestamps_skipped"]
+    assert sorted(tuple(r) for r in run.output().collect()) == expected
+    counts = null_timestamp_counts(run.progress)
     assert [counts[n] for n in sorted(counts)] == skipped
 
 

@@ -81,7 +81,15 @@ def test_map_flat_map_filter_not_merge_split(spark):
             F.struct(k.alias("key"), v.alias("value")), F.struct(v.alias("key"), k.alias("value"))
         )
     )
-    assert len(pairs.df.collect()) == 6
+    # one record in, two out, each at its input's timestamp (a null key or value is kept)
+    assert table_rows(pairs.df, "value") == [
+        (None, "w", 9),
+        ("a", "x y", 5),
+        ("b", "z", 3),
+        ("w", None, 9),
+        ("x y", "a", 5),
+        ("z", "b", 3),
+    ]
     assert table_rows(ks.filter_not(F.col("key") == "a").df, "value") == [
         (None, "w", 9),
         ("b", "z", 3),
@@ -331,25 +339,44 @@ def test_table_join_delete_gives_tombstone_at_max(spark, tmp_path, mode):
         assert table_rows(out, "value") == [("0", None, 6), ("0", "X0+Y0", 6)]
 
 
-def test_table_left_and_outer_join(spark):
-    records = with_offsets(
-        [
-            Rec("0", ms=1, partition=0, value="X0"),
-            Rec("1", ms=2, partition=1, value="Y1"),
-            Rec("0", ms=3, partition=1, value="Y0"),
-            Rec("1", ms=4, partition=1, value=None),
-        ]
-    )
-    left, right = sides(batch_df(spark, records))
-    assert table_rows(left.to_table().left_join(right.to_table(), concat_joiner).df, "value") == [
-        ("0", "X0", 1),
-        ("0", "X0+Y0", 3),
-    ]
-    assert table_rows(left.to_table().outer_join(right.to_table(), concat_joiner).df, "value") == [
-        ("0", "X0", 1),
-        ("0", "X0+Y0", 3),
-        ("1", None, 4),
-        ("1", "Y1", 2),
+TABLE_LEFT_OUTER = [
+    Rec("0", ms=1, partition=0, value="X0"),
+    Rec("1", ms=2, partition=1, value="Y1"),
+    Rec("0", ms=3, partition=1, value="Y0"),
+    Rec("1", ms=4, partition=1, value=None),
+    Rec("0", ms=5, partition=0, value=None),
+]
+
+
+@pytest.mark.parametrize("mode", DSL_MODES)
+def test_table_left_and_outer_join(spark, tmp_path, mode):
+    """Kafka Streams' KTableKTableLeftJoin / KTableKTableOuterJoin, each result at the max of the
+    two current rows' timestamps. Left join: a right-side change joins only when the left row is
+    there (Y1 and its delete, with no left 1, give nothing); the left delete X0 -> null gives a
+    tombstone at max(5, Y0's 3). Outer join: every change with a row on either side gives a result
+    (Y1 alone, then its delete a tombstone at 4); the left delete leaves joiner(null, Y0) at 5.
+    Both joins run in one query, their keys prefixed to tell them apart. The records are in
+    timestamp order, so merging the sides by timestamp (one micro-batch) and taking them in
+    micro-batch order (one record each) see the same sequence."""
+
+    def op(df):
+        joins = []
+        for kind in ("left_join", "outer_join"):
+            left, right = sides(df)
+            joined = getattr(left.to_table(), kind)(right.to_table(), concat_joiner).to_stream()
+            joins.append(joined.select_key(lambda k, v, kind=kind: F.concat(F.lit(f"{kind}/"), k)))
+        return joins[0].merge(joins[1]).df
+
+    out = run_mode(spark, tmp_path, TABLE_LEFT_OUTER, op, mode)
+    assert table_rows(out, "value") == [
+        ("left_join/0", "X0", 1),
+        ("left_join/0", "X0+Y0", 3),
+        ("left_join/0", None, 5),
+        ("outer_join/0", "X0", 1),
+        ("outer_join/0", "X0+Y0", 3),
+        ("outer_join/0", "Y0", 5),
+        ("outer_join/1", "Y1", 2),
+        ("outer_join/1", None, 4),
     ]
 
 
