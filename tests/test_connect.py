@@ -6,13 +6,14 @@ the same example (imported from them); bad input gets the classic messages."""
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
 import os
 import re
 import socket
 import subprocess
 import sys
 import time
-from collections import Counter
 
 import pytest
 from kafka_broker import EndOffsets, produce, read_committed, read_topic
@@ -32,10 +33,10 @@ from kstreams_spark._connect import PLUGIN_CLASS, server_command, start_server, 
 from pyspark import cloudpickle
 from pyspark.sql import functions as F
 from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
-from streams import Rec, StreamRun, forwarded, run_mode, with_offsets
+from streams import Rec, StreamRun, example_index, forwarded, run_examples, run_mode, with_offsets
 from test_dedup_spec import EXAMPLES, OPERATORS, records_of
-from test_dsl import AGG, JOINED, concat_joiner, join_records, sides, table_rows
-from test_windowed_and_sequence import CASES, SECONDS, rows_of, ts, windowed
+from test_dsl import AGG, JOINED, Rows, at, concat_joiner, join_records, sides, table_rows
+from test_windowed_and_sequence import CASES, SECONDS, ts, windowed
 
 # the processor below runs in the server's Python workers
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -100,19 +101,16 @@ def remote(server_port):
         os.environ.update(saved)
 
 
-def test_the_session_is_remote(remote):
-    assert type(remote).__module__ == "pyspark.sql.connect.session"
-
-
-def test_the_readme_example_runs(server_port, tmp_path):
+@pytest.fixture(scope="module", autouse=True)
+def readme_example(server_port, tmp_path_factory):
     """README, "Spark Connect": the example as written (on this module's server), in a new Python
     process as a user runs it, with no JVM within reach (no java on the PATH, no JAVA_HOME or
-    SPARK_HOME): its stream runs on the server, and the rate source's first ten values, keys 0-9,
-    are each forwarded once."""
+    SPARK_HOME). Started with the module, since its rate source needs ten seconds for ten values:
+    it runs while the first tests do, and test_the_readme_example_runs reads what it printed."""
     text = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
     section = text.split("## Spark Connect", 1)[1].split("\n## ", 1)[0]
     (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
-    script = tmp_path / "example.py"
+    script = tmp_path_factory.mktemp("readme-example") / "example.py"
     script.write_text(
         block.replace("127.0.0.1:15002", f"127.0.0.1:{server_port}")
         + """
@@ -134,9 +132,19 @@ print(sorted((r.key, r.value) for r in first))
         if k not in ("JAVA_HOME", "SPARK_HOME", "SPARK_CONNECT_MODE_ENABLED")
     }
     env["PATH"] = os.path.dirname(sys.executable)
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip().splitlines()[-1] == str([(str(i), str(i)) for i in range(10)])
+    process = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
+def test_the_session_is_remote(remote):
+    assert type(remote).__module__ == "pyspark.sql.connect.session"
 
 
 @pytest.mark.parametrize(
@@ -150,18 +158,47 @@ print(sorted((r.key, r.value) for r in first))
     ids=lambda v: v if isinstance(v, str) else v[0],
 )
 def test_dedup_spec_examples(remote, tmp_path, example, op):
+    # one query each: packed into one query (streams.run_examples) the four operators cost as
+    # much per micro-batch as the four queries do
     name, interval, recs, expected = example
     records = records_of(recs)
     out = run_mode(remote, tmp_path, records, OPERATORS[op](interval), "split_restart")
     assert forwarded(out) == [(records[i].key, f"v{i}") for i in expected]
 
 
-@pytest.mark.parametrize("case", ["tumbling_10s", "session_gap_9s"])
-def test_windowed_distinct_spec_example(remote, tmp_path, case):
-    windows, expected, _ = CASES[case]
-    records = [Rec("k", s) for s in SECONDS]
-    out = run_mode(remote, tmp_path, records, windowed(windows), "split_restart")
-    assert rows_of(out) == [(ts(t), ts(s), ts(e)) for t, s, e in expected]
+def test_sequence_dedup_seed_example(remote, tmp_path):
+    seqs = list(range(1, 8)) + [4, 5, 6, 7] + list(range(8, 12))
+    records = [Rec("k", i, value=str(s)) for i, s in enumerate(seqs)]
+    op = lambda df: KStream(df).deduplicate_by_sequence(F.col("value").cast("long")).df  # noqa: E731
+    out = run_mode(remote, tmp_path, records, op, "split_restart")
+    assert [int(v) for _, v in forwarded(out)] == list(range(1, 12))
+
+
+def test_windowed_distinct_spec_examples(remote, tmp_path):
+    """Both cases in one query, each on partitions and keys of its own (streams.run_examples)."""
+    cases = ["tumbling_10s", "session_gap_9s"]
+
+    def each_case(df):
+        outputs = [
+            KStream(windowed(CASES[case][0])(df.where(example_index() == i))) for i, case in enumerate(cases)
+        ]
+        return functools.reduce(KStream.merge, outputs).df
+
+    examples = {case: [Rec("k", s) for s in SECONDS] for case in cases}
+    got = run_examples(remote, tmp_path, examples, each_case, "split_restart")
+    for case in cases:
+        _, expected, _ = CASES[case]
+        assert [(r["timestamp"], r["window"]["start"], r["window"]["end"]) for r in got[case]] == [
+            (ts(t), ts(s), ts(e)) for t, s, e in expected
+        ], case
+
+
+def test_the_readme_example_runs(readme_example):
+    """The README example (started by the readme_example fixture): its stream runs on the server,
+    and the rate source's first ten values, keys 0-9, are each forwarded once."""
+    stdout, stderr = readme_example.communicate(timeout=300)
+    assert readme_example.returncode == 0, stderr[-3000:]
+    assert stdout.strip().splitlines()[-1] == str([(str(i), str(i)) for i in range(10)])
 
 
 def test_operator_metrics_of_a_connect_query(remote, tmp_path):
@@ -212,14 +249,6 @@ def test_windowed_count_side_output(remote, tmp_path):
     assert multiset(late_rows(routed)) == multiset(late)
 
 
-def test_sequence_dedup_seed_example(remote, tmp_path):
-    seqs = list(range(1, 8)) + [4, 5, 6, 7] + list(range(8, 12))
-    records = [Rec("k", i, value=str(s)) for i, s in enumerate(seqs)]
-    op = lambda df: KStream(df).deduplicate_by_sequence(F.col("value").cast("long")).df  # noqa: E731
-    out = run_mode(remote, tmp_path, records, op, "split_restart")
-    assert [int(v) for _, v in forwarded(out)] == list(range(1, 12))
-
-
 def test_count_reduce_and_windowed_count(remote, tmp_path):
     count = run_mode(
         remote, tmp_path / "count", AGG, lambda df: KStream(df).group_by_key().count().df, "split_restart"
@@ -236,8 +265,15 @@ def test_count_reduce_and_windowed_count(remote, tmp_path):
         .df
     )
     out = run_mode(remote, tmp_path / "sessions", AGG, sessions, "split_restart")
-    # 5 ms opens a session; 3 ms and then 10 ms each merge it away (a tombstone) into a larger one
-    assert Counter(r.value for r in out.collect()) == Counter({1: 1, 2: 1, 3: 1, None: 2})
+    # 5 ms opens [5,5]; 3 ms merges it away (a tombstone at its own end, 5) into [3,5], and 10 ms
+    # merges that into [3,10]; each result at its session's end (the largest timestamp in it)
+    assert windowed_rows(out) == [
+        ("1", 1, 5, 5, 5),
+        ("1", None, 5, 5, 5),
+        ("1", 2, 3, 5, 5),
+        ("1", None, 3, 5, 5),
+        ("1", 3, 3, 10, 10),
+    ]
     tumbling = TimeWindows.of_size_with_no_grace("1 second")
     rows = [(r.key, r.value, r.timestamp()) for r in with_offsets(AGG)]
     batch = KStream(
@@ -245,10 +281,12 @@ def test_count_reduce_and_windowed_count(remote, tmp_path):
         partition=None,
         offset=None,
     )
-    assert sorted(r.value for r in batch.group_by_key().windowed_by(tumbling).count().df.collect()) == [
-        1,
-        2,
-        3,
+    # without an offset column the records count in timestamp order (3, 5, 10 ms), all in the
+    # window [0, 1 s) of BASE (a whole second), each count at the largest timestamp so far
+    assert windowed_rows(batch.group_by_key().windowed_by(tumbling).count().df) == [
+        ("1", 1, 0, 1000, 3),
+        ("1", 2, 0, 1000, 5),
+        ("1", 3, 0, 1000, 10),
     ]
 
 
@@ -264,7 +302,17 @@ def test_stream_stream_and_table_joins(remote, tmp_path):
     schema = "key string, value string, timestamp timestamp, partition int, offset long"
     left, right = sides(remote.createDataFrame([("k", "x", ts(1), 0, 0), ("k", "y", ts(2), 1, 0)], schema))
     joined = left.to_table().join(right.to_table(), concat_joiner).df
-    assert [(r.key, r.value) for r in joined.collect()] == [("k", "x+y")]
+    # at the later of the two rows' timestamps (SEMANTICS.md section 5)
+    assert [tuple(r) for r in joined.collect()] == [("k", "x+y", ts(2))]
+
+
+def windowed_rows(df) -> Rows:
+    """(key, value, window start, window end, timestamp) of each row, times in ms after BASE."""
+
+    def ms(t):
+        return (t - at(0)) // dt.timedelta(milliseconds=1)
+
+    return Rows((r.key, r.value, ms(r.window.start), ms(r.window.end), ms(r.timestamp)) for r in df.collect())
 
 
 class CountingUpper(Processor):
