@@ -7,7 +7,8 @@ windowed distinct with RocksDB state and checkpoints on a shared folder, one fil
   the other executor, which reloads the lost state from the checkpoint. Later the driver itself
   (its Python process and JVM) is killed while the other executor runs a task, and a new driver
   restarts the queries from their checkpoints. They complete, and their Parquet sinks equal the
-  local-mode result exactly (nothing lost, nothing doubled).
+  local-mode result exactly (nothing lost, nothing doubled), which is in turn exactly the rows a
+  model of the spec's rules in this module expects (``expected_rows``).
 * Through the wheel's ``bin/spark-submit --jars`` (a fresh worker replacing the killed one, all
   files in one micro-batch): the same result.
 
@@ -17,6 +18,7 @@ shows finished tasks. Select with ``pytest -m cluster``.
 
 from __future__ import annotations
 
+import datetime as dt
 import glob
 import json
 import os
@@ -29,7 +31,7 @@ import zipfile
 import pytest
 from cluster import SPARK_HOME, StandaloneCluster, cluster_env, tail
 from kstreams_spark import jar_path
-from streams import Rec, _write_file, with_offsets
+from streams import BASE, Rec, _write_file, with_offsets
 
 pytestmark = pytest.mark.cluster
 
@@ -60,6 +62,46 @@ def input_records() -> list[list[Rec]]:
         previous = fresh
     numbered = iter(with_offsets([r for f in files for r in f]))
     return [[next(numbered) for _ in f] for f in files]
+
+
+def expected_rows() -> dict[str, list[tuple]]:
+    """Both sinks' rows as SEMANTICS.md says (the app's defaults: interval and window 10 s, no
+    grace), from a model of the rules written here, not from the library. Both operators keep
+    their state per input partition and judge a partition's records in offset order (section 1),
+    so each partition is replayed alone, whatever the micro-batches: ``deduplicate_by_key``
+    (section 2) and the first record per key and epoch-aligned window ``[start, start + 10 s)``,
+    a record of a window that ended at or before its partition's stream time being late
+    (section 3)."""
+    interval = size = 10.0
+    by_partition: dict[int, list[Rec]] = {}
+    for r in (r for f in input_records() for r in f):
+        by_partition.setdefault(r.partition, []).append(r)
+
+    def at(seconds: float):
+        return (BASE + dt.timedelta(seconds=seconds)).replace(tzinfo=None)  # as collect() gives it
+
+    dedup, windowed = [], []
+    for records in by_partition.values():
+        stream_time = float("-inf")
+        stored: dict[str, tuple[float, int]] = {}  # key -> (t, offset) of the stored entry
+        first: set[tuple[str, float]] = set()  # (key, window start) already forwarded
+        for r in sorted(records, key=lambda r: r.offset):
+            row = (r.key, r.value, at(r.t), r.partition, r.offset)
+            stream_time = max(stream_time, r.t)
+            entry = stored.get(r.key)
+            live = entry is not None and not entry[0] < stream_time - interval
+            if not (live and abs(entry[0] - r.t) <= interval and entry[1] != r.offset):
+                dedup.append(row)
+                if not r.t < stream_time - interval:  # a late record is never stored
+                    stored[r.key] = (r.t, r.offset)
+            start = r.t // size * size  # BASE is a multiple of 10 s after the epoch
+            if start + size > stream_time and (r.key, start) not in first:
+                first.add((r.key, start))
+                windowed.append((*row, (at(start), at(start + size))))
+    # replays and repeated keys are dropped: a result that lost state would differ
+    records = sum(len(f) for f in input_records())
+    assert 0 < len(dedup) < records and 0 < len(windowed) < records, (len(dedup), len(windowed))
+    return {"dedup": sorted(dedup), "windowed": sorted(windowed)}
 
 
 def app_args(root: str, input_dir: str, files_per_batch: int = 1) -> list[str]:
@@ -98,9 +140,7 @@ def local_result(spark, input_dir, tmp_path_factory) -> dict[str, list[tuple]]:
     for query in cluster_app.start_queries(spark, cluster_app.parse_args(app_args(root, input_dir))).values():
         query.awaitTermination()
     rows = sink_rows(spark, root)
-    # replays and repeated keys are dropped: a result that lost state would differ
-    records = sum(len(f) for f in input_records())
-    assert all(0 < len(r) < records for r in rows.values()), {n: len(r) for n, r in rows.items()}
+    assert rows == expected_rows()
     return rows
 
 
