@@ -49,6 +49,25 @@ def cases(folder: str) -> list[tuple[str, list[str], str, float]]:
         ("--id unknown column (Spark's parser)", [*dedup, *unreachable, "--by", "id", "--id", "valu"], "no column 'valu'", TARGET_S),
         ("--id syntax error (Spark's parser)", [*dedup, *unreachable, "--by", "id", "--id", "key +* 2"], "does not parse", TARGET_S),
         ("--bootstrap-servers not host:port", [*dedup, "--bootstrap-servers", "broker"], "takes host:port", TARGET_S),
+        ("--rows 0", ["demo", "--rows", "0"], "--rows must be at least 1, got 0", TARGET_S),
+        ("negative --interval", [*dedup, *unreachable, "--interval", "-1 s"], "interval must not be negative", TARGET_S),
+        (
+            "--late-records with --by sequence",
+            [*dedup, *unreachable, "--by", "sequence", "--id", "s", "--late-records", "drop"],
+            "--late-records is for --by key, key-value and id",
+            TARGET_S,
+        ),
+        (
+            "--late-records side_output without --late-topic",
+            [*dedup, *unreachable, "--late-records", "side_output"],
+            "--late-records side_output and --late-topic TOPIC go together",
+            TARGET_S,
+        ),
+        # argparse's own mistakes (one line, without its usage text)
+        ("--format not a format", ["demo", "--format", "csv"], "argument --format: invalid choice: 'csv'", TARGET_S),
+        ("--rows not a number", ["demo", "--rows", "many"], "argument --rows: invalid int value: 'many'", TARGET_S),
+        ("required option missing", ["dedup", "--topic", "t"], "the following arguments are required:", TARGET_S),
+        ("command misspelt", ["dedupe"], "argument command: invalid choice: 'dedupe'", TARGET_S),
         (
             f"broker not reachable (--broker-timeout {BROKER_TIMEOUT_S})",
             [*dedup, *unreachable, "--broker-timeout", str(BROKER_TIMEOUT_S)],
