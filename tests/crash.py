@@ -53,7 +53,9 @@ def records(events_per_partition: int, seed: int, keys: int = 6) -> list[tuple]:
     sends. Events advance 1 s each, out of order by up to 2 s; one in 15 is late (30 to 60 s
     behind); one in 20 has a null key. Batches of 5 are sometimes sent twice (a lost ack), and
     after a "failure" half-way each partition's last 12 events are sent again. Values are JSON
-    ``{"id": <event id>, "seq": <per-partition sequence>, "n": <1..9>}``.
+    ``{"id": <event id>, "event": <event number>, "seq": <per-partition sequence>, "n": <1..9>}``:
+    "id" is unique per partition ("<partition>-<i>"); "event" ("e<i>") is sent on every partition at
+    about the same time, so a global ``deduplicate`` by it meets ids that other partitions stored.
     """
     rng = random.Random(seed)
     sent: list[tuple] = []
@@ -64,7 +66,7 @@ def records(events_per_partition: int, seed: int, keys: int = 6) -> list[tuple]:
             if rng.random() < 1 / 15:
                 t -= rng.randrange(30_000, 60_000)
             key = None if rng.random() < 1 / 20 else f"k{rng.randrange(keys)}"
-            value = json.dumps({"id": f"{p}-{i}", "seq": i + 1, "n": rng.randrange(1, 10)})
+            value = json.dumps({"id": f"{p}-{i}", "event": f"e{i}", "seq": i + 1, "n": rng.randrange(1, 10)})
             events.append((p, key, value, t))
         failure_at = events_per_partition // 2
         for start in range(0, events_per_partition, 5):
@@ -152,15 +154,28 @@ def _scala_processor(df: DataFrame) -> DataFrame:
     return DataFrame(spark._jvm.kstreams.CrashProcessors.dedupByKey(df._jdf), spark)
 
 
-def _stream_join(df: DataFrame) -> DataFrame:
-    """Partition 0 joins the other partitions by key (as do the tables below)."""
-    left, right = KStream(df.where("partition = 0")), KStream(df.where("partition <> 0"))
-    return left.join(right, _joiner, JoinWindows.of_time_difference_and_grace("2 seconds", "3 seconds")).df
+def _sides(df: DataFrame) -> tuple[KStream, KStream]:
+    """Partition 0 against the other partitions (the joins below join them by key)."""
+    return KStream(df.where("partition = 0")), KStream(df.where("partition <> 0"))
 
 
-def _table_join(df: DataFrame) -> DataFrame:
-    left, right = KStream(df.where("partition = 0")), KStream(df.where("partition <> 0"))
-    return left.to_table().join(right.to_table(), _joiner).df
+JOIN_WINDOWS = JoinWindows.of_time_difference_and_grace("2 seconds", "3 seconds")
+
+
+def _stream_join(kind: str) -> Callable[[DataFrame], DataFrame]:
+    def join(df: DataFrame) -> DataFrame:
+        left, right = _sides(df)
+        return getattr(left, kind)(right, _joiner, JOIN_WINDOWS).df
+
+    return join
+
+
+def _table_join(kind: str) -> Callable[[DataFrame], DataFrame]:
+    def join(df: DataFrame) -> DataFrame:
+        left, right = _sides(df)
+        return getattr(left.to_table(), kind)(right.to_table(), _joiner).df
+
+    return join
 
 
 def _add_length(agg, value):
@@ -188,6 +203,8 @@ OPERATORS: dict[str, Callable[[DataFrame], DataFrame]] = {
     "deduplicate_by_key": lambda df: KStream(df).deduplicate_by_key("10 seconds").df,
     "deduplicate_by_key_value": lambda df: KStream(df).deduplicate_by_key_value(field("id"), "10 seconds").df,
     "deduplicate": lambda df: KStream(df).deduplicate(field("id"), "20 seconds").df,
+    # the same event on every partition: the global store's cross-partition path
+    "deduplicate_across_partitions": lambda df: KStream(df).deduplicate(field("event"), "20 seconds").df,
     "deduplicate_by_sequence": lambda df: KStream(df).deduplicate_by_sequence(field("seq", "long")).df,
     "distinct_tumbling": lambda df: KStream(df).group_by_key().windowed_by(WINDOWS).distinct().df,
     "distinct_session": lambda df: KStream(df).group_by_key().windowed_by(SESSIONS).distinct().df,
@@ -220,18 +237,22 @@ OPERATORS: dict[str, Callable[[DataFrame], DataFrame]] = {
         KStream(df).group_by_key().windowed_by(WINDOWS).count(late_records="side_output").with_side_output
     ),
     "to_table": lambda df: KStream(df).map_values(field("n")).to_table().df,
-    "stream_stream_join": _stream_join,
-    "table_table_join": _table_join,
+    "stream_stream_join": _stream_join("join"),
+    "stream_stream_left_join": _stream_join("left_join"),
+    "stream_stream_outer_join": _stream_join("outer_join"),
+    "table_table_join": _table_join("join"),
+    "table_table_left_join": _table_join("left_join"),
+    "table_table_outer_join": _table_join("outer_join"),
     "python_processor": lambda df: KStream(df).process(RunningCount, stores=[Stores.key_value("counts")]).df,
     "scala_processor": _scala_processor,
 }
 
 
-def all_operators(df: DataFrame, names: list[str] | None = None) -> DataFrame:
-    """``(key, value, timestamp)``: every operator's output over ``df``, its name as the key and
-    the output row as JSON the value, merged into one stream."""
+def all_operators(df: DataFrame, names: list[str]) -> DataFrame:
+    """``(key, value, timestamp)``: the output of the operators ``names`` over ``df``, the
+    operator's name as the key and the output row as JSON the value, merged into one stream."""
     merged = None
-    for name in names or list(OPERATORS):
+    for name in names:
         result = OPERATORS[name](df)
         rows = KStream(
             result.select(
@@ -283,9 +304,22 @@ def with_marker(df: DataFrame, folder: str, query: str) -> DataFrame:
 KAFKA_SINK_OPERATORS = ["deduplicate_by_key", "count_tumbling", "to_table", "python_processor"]
 
 
+def split_operators(seed: int) -> tuple[list[str], list[str]]:
+    """The operators of the file query and of the Kafka query: every operator in one of the two,
+    chosen by ``seed`` (half each, the two late-record side outputs apart, so that each query
+    routes late records), as ``make test`` runs them; ``make test-crash`` runs all in both."""
+    names = sorted(OPERATORS)
+    random.Random(seed).shuffle(names)
+    aside = [n for n in names if n.endswith("_late_aside")]
+    rest = [n for n in names if n not in aside]
+    half = len(rest) // 2
+    return [aside[0], *rest[:half]], [aside[1], *rest[half:]]
+
+
 def start_queries(spark: SparkSession, setup: dict, marker: str | None) -> dict:
     """The harness's queries, by name: ``file`` (the JSON files of ``setup["files"]`` into
-    Parquet), ``kafka`` (``setup["topic"]`` into Parquet), ``kafka_sink`` (the topic, through
+    Parquet, through the operators ``setup["file_operators"]``), ``kafka`` (``setup["topic"]``
+    into Parquet, through ``setup["kafka_operators"]``), ``kafka_sink`` (the topic, through
     KAFKA_SINK_OPERATORS, into the topic ``setup["kafka_out"]``, at-least-once; into Parquet when
     that is not set) and ``kafka_eos`` (the same, exactly once into ``setup["kafka_eos_out"]``). Outputs and checkpoints go under ``setup["root"]``; all run ``availableNow``."""
     root = setup["root"]
@@ -295,8 +329,8 @@ def start_queries(spark: SparkSession, setup: dict, marker: str | None) -> dict:
 
     queries = {}
     for name, source, operators in [
-        ("file", file_source(spark, setup["files"]), None),
-        ("kafka", kafka(), None),
+        ("file", file_source(spark, setup["files"]), setup["file_operators"]),
+        ("kafka", kafka(), setup["kafka_operators"]),
         ("kafka_sink", kafka(), KAFKA_SINK_OPERATORS),
         ("kafka_eos", kafka(), KAFKA_SINK_OPERATORS),
     ]:
