@@ -68,6 +68,10 @@ install: $(VENV)/.installed $(KAFKA_CONNECTOR)
 test-scala: $(SBT_LAUNCH) $(VENV)/.deps
 	$(SBT) package test
 	$(copy-jar)
+	# sbt leaves an unchanged jar and unchanged test classes as they were: mark both current, so
+	# that the rules for $(JAR) and $(CRASH_PROCESSORS) do not launch sbt once more
+	if [ -n "$$(find build.sbt project/build.properties $(SCALA_SRC) -newer $(JAR))" ]; then touch $(JAR); fi
+	touch -c $(CRASH_PROCESSORS)
 
 $(CRASH_PROCESSORS): $(JAR) $(SCALA_TEST_SRC)
 	$(SBT) Test/compile

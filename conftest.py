@@ -27,7 +27,10 @@ import pytest
 from _pytest.doctest import DoctestItem
 
 # Python processors run in Python workers: use this interpreter.
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# Left unset in the README's run from the wheel (tests/test_packaging.py), as tests/conftest.py does
+# there, so that that run shows configure_spark choosing the local workers' Python itself.
+if "KSTREAMS_TEST_WORKERS_PYTHON_UNSET" not in os.environ:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 @pytest.fixture(scope="session")

@@ -311,6 +311,7 @@ def split_operators(seed: int) -> tuple[list[str], list[str]]:
     names = sorted(OPERATORS)
     random.Random(seed).shuffle(names)
     aside = [n for n in names if n.endswith("_late_aside")]
+    assert len(aside) == 2, aside  # one for each query
     rest = [n for n in names if n not in aside]
     half = len(rest) // 2
     return [aside[0], *rest[:half]], [aside[1], *rest[half:]]

@@ -191,12 +191,20 @@ def run_examples(
 
     Only for operators whose state and clock are per input partition or per key: each example is
     on partitions of its own (``EXAMPLE_STRIDE`` apart) and its keys carry a prefix of their own,
-    both restored in what comes back, so no example can see another's state or stream time.
+    both restored in what comes back, so no example can see another's state or stream time. The
+    query's watermark is shared, though: it moves the idle-partition sweep of the dedup stores
+    (armed at watermark + max(interval, 10 minutes): README, "Semantics in short") and closes the
+    windows of the DSL's windowed operators. So the examples' timestamps must lie within 10
+    minutes of each other (checked), and examples of watermark-closed windows need the same
+    timestamps in every example.
     ``split`` puts each example's records one per micro-batch, one record of each example in a
     micro-batch; ``split_restart`` also lines the examples up so that every example's first half
     (``len // 2``, at least 1, as ``run_mode``) comes before the restart and the rest after it.
     """
     names = list(examples)
+    times = [r.timestamp() for recs in examples.values() for r in recs if r.timestamp() is not None]
+    assert not times or max(times) - min(times) < dt.timedelta(minutes=10), "examples 10 minutes apart"
+    assert all(r.partition < EXAMPLE_STRIDE for recs in examples.values() for r in recs)
     packed: list[list[Rec]] = []
     for i, name in enumerate(names):
         own = []
