@@ -179,6 +179,21 @@ def example_index():
     return F.floor(F.col("partition") / EXAMPLE_STRIDE)
 
 
+def each_example(parts: Sequence[tuple[Sequence[int], Callable[[DataFrame], DataFrame]]]):
+    """The ``op`` for ``run_examples`` that runs each ``(example indexes, op)`` part's op on those
+    examples' rows alone, the outputs merged into one stream (``KStream.merge``): several operators,
+    or one operator with several settings, in one query."""
+    import functools
+
+    from kstreams_spark import KStream
+
+    def merged(df: DataFrame) -> DataFrame:
+        outputs = [KStream(op(df.where(example_index().isin(list(indexes))))) for indexes, op in parts]
+        return functools.reduce(KStream.merge, outputs).df
+
+    return merged
+
+
 def run_examples(
     spark: SparkSession,
     tmp_path,

@@ -7,7 +7,6 @@ the same example (imported from them); bad input gets the classic messages."""
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import os
 import re
 import socket
@@ -33,7 +32,7 @@ from kstreams_spark._connect import PLUGIN_CLASS, server_command, start_server, 
 from pyspark import cloudpickle
 from pyspark.sql import functions as F
 from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
-from streams import Rec, StreamRun, example_index, forwarded, run_examples, run_mode, with_offsets
+from streams import Rec, StreamRun, each_example, forwarded, run_examples, run_mode, with_offsets
 from test_dedup_spec import EXAMPLES, OPERATORS, records_of
 from test_dsl import AGG, JOINED, Rows, at, concat_joiner, join_records, sides, table_rows
 from test_windowed_and_sequence import CASES, SECONDS, ts, windowed
@@ -178,11 +177,7 @@ def test_windowed_distinct_spec_examples(remote, tmp_path):
     """Both cases in one query, each on partitions and keys of its own (streams.run_examples)."""
     cases = ["tumbling_10s", "session_gap_9s"]
 
-    def each_case(df):
-        outputs = [
-            KStream(windowed(CASES[case][0])(df.where(example_index() == i))) for i, case in enumerate(cases)
-        ]
-        return functools.reduce(KStream.merge, outputs).df
+    each_case = each_example([([i], windowed(CASES[case][0])) for i, case in enumerate(cases)])
 
     examples = {case: [Rec("k", s) for s in SECONDS] for case in cases}
     got = run_examples(remote, tmp_path, examples, each_case, "split_restart")

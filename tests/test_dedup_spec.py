@@ -1,12 +1,10 @@
 """Every example of SEMANTICS.md section 2, for all three dedup operators, as a batch DataFrame,
 in one micro-batch, and one micro-batch per record through a restart from the checkpoint."""
 
-import functools
-
 import pytest
 from kstreams_spark import KStream
 from pyspark.sql import functions as F
-from streams import Rec, example_index, forwarded, run_examples
+from streams import Rec, each_example, forwarded, run_examples
 
 T0 = 100  # "t" in the spec's examples
 
@@ -61,12 +59,9 @@ def test_spec_examples(spark, tmp_path, op, mode):
     for i, (_, interval, _, _) in enumerate(EXAMPLES):
         intervals.setdefault(interval, []).append(i)
 
-    def each_interval(df):
-        outputs = [
-            KStream(OPERATORS[op](interval)(df.where(example_index().isin(indexes))))
-            for interval, indexes in intervals.items()
-        ]
-        return functools.reduce(KStream.merge, outputs).df
+    each_interval = each_example(
+        [(indexes, OPERATORS[op](interval)) for interval, indexes in intervals.items()]
+    )
 
     rows = run_examples(spark, tmp_path, examples, each_interval, mode)
     got = {name: [(r["key"], r["value"]) for r in out] for name, out in rows.items()}

@@ -5,13 +5,11 @@
 DataFrame, in one micro-batch, and one micro-batch per record with a restart from the checkpoint,
 against the reference model and by hand."""
 
-import functools
-
 import pytest
 from kstreams_spark import KStream, KStreamsError, operator_metrics
 from pyspark.sql import functions as F
 from reference import dedup_reference_with_late
-from streams import Rec, StreamRun, example_index, run_examples, with_offsets
+from streams import Rec, StreamRun, each_example, run_examples, with_offsets
 
 # The spec's examples with late records, one per partition (interval 10 s), shifted so that the
 # partitions' stream times differ by less than the watermark delay (spec section 8): the late ones
@@ -97,15 +95,17 @@ def test_late_records_policy(spark, tmp_path, mode):
         (late, op) for late in ("drop", "side_output") for op in ("by_key", "by_key_value", "deduplicate")
     ]
 
-    def each_case(df):
-        outputs = []
-        for i, (late, op) in enumerate(cases):
-            dedup = dedup_ops(late)[op](df.where(example_index() == i))
-            out = dedup.with_side_output if late == "side_output" else dedup.df
-            if late == "drop":  # the same columns as the side output's, for the merge
-                out = out.withColumn("kstreams_reason", F.lit(None).cast("string"))
-            outputs.append(KStream(out))
-        return functools.reduce(KStream.merge, outputs).df
+    def policy(late, op):
+        def run(df):
+            dedup = dedup_ops(late)[op](df)
+            if late == "side_output":
+                return dedup.with_side_output
+            # the same columns as the side output's, for the merge
+            return dedup.df.withColumn("kstreams_reason", F.lit(None).cast("string"))
+
+        return run
+
+    each_case = each_example([([i], policy(late, op)) for i, (late, op) in enumerate(cases)])
 
     rows = run_examples(spark, tmp_path, {f"{late}-{op}": RECORDS for late, op in cases}, each_case, mode)
     got = {name: sorted((r["value"], r["kstreams_reason"]) for r in out) for name, out in rows.items()}

@@ -2,7 +2,6 @@
 dedup, as a batch DataFrame, in one micro-batch, and one per record through a restart."""
 
 import datetime as dt
-import functools
 
 import pytest
 from kstreams_spark import KStream, KStreamsError, SessionWindows, TimeWindows, operator_metrics
@@ -12,7 +11,7 @@ from streams import (
     Rec,
     StreamRun,
     batch_df,
-    example_index,
+    each_example,
     forwarded,
     run_examples,
     run_mode,
@@ -60,11 +59,7 @@ CASES = {
 def test_spec_example_windowed_distinct(spark, tmp_path, mode):
     cases = list(CASES)
 
-    def each_case(df):
-        outputs = [
-            KStream(windowed(CASES[case][0])(df.where(example_index() == i))) for i, case in enumerate(cases)
-        ]
-        return functools.reduce(KStream.merge, outputs).df
+    each_case = each_example([([i], windowed(CASES[case][0])) for i, case in enumerate(cases)])
 
     rows = run_examples(
         spark, tmp_path, {case: [Rec("k", s) for s in SECONDS] for case in cases}, each_case, mode
