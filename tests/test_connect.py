@@ -239,7 +239,7 @@ def test_windowed_count_side_output(remote, tmp_path):
         remote, tmp_path, lambda df: aggregation(df).with_side_output, "split_restart", section_3_records()
     )
     got = table_rows(out.where("kstreams_reason is null").drop("kstreams_reason", "kstreams_late_record"))
-    assert multiset(got) == multiset(updates(expected, every_record_on_time=False))
+    assert multiset(got) == multiset(updates(expected))
     routed = out.where("kstreams_reason is not null").select("kstreams_late_record.*", "kstreams_reason")
     assert multiset(late_rows(routed)) == multiset(late)
 

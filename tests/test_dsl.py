@@ -635,7 +635,9 @@ def test_session_windowed_aggregate_needs_a_merger(spark):
     grouped = (
         KStream(batch_df(spark, with_offsets(SESSIONS)))
         .group_by_key()
-        .windowed_by(SessionWindows.of_inactivity_gap_with_no_grace("10 milliseconds"))
+        # a batch DataFrame closes sessions by its partition's stream time too: 20 ms of grace
+        # keep 12 and 21 in (after 30 they would be late without it)
+        .windowed_by(SessionWindows.of_inactivity_gap_and_grace("10 milliseconds", "20 milliseconds"))
     )
     with pytest.raises(KStreamsError, match="needs a merger"):
         grouped.aggregate(F.lit(""), lambda agg, v: F.concat(agg, v))

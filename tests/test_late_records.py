@@ -215,15 +215,14 @@ def test_windowed_distinct_counts_and_refuses_forward(spark, tmp_path):
 # ---- windowed aggregations: count, reduce, aggregate ----
 #
 # Spec section 3's example (one key, seconds 4,5,6, 23,22,24, 34,33,32, 7,22,35; values v0..v11).
-# An aggregation's window closes by the query's watermark (delay 0: the largest timestamp of the
-# micro-batches before), so a batch DataFrame and a single micro-batch close none; one micro-batch
-# per record closes [0,10) and [20,30) (tumbling) and the session [4,6] (gap 10 s) at watermark
-# 34, before 7 (v9) and the second 22 (v10) arrive: tumbling routes both, sessions only 7 (the
-# second 22 joins [22,34], still open).
+# An aggregation's window closes by its partition's stream time (spec section 5), in every split
+# alike: 34 closes [0,10) and [20,30) (tumbling) and the session [4,6] (gap 10 s) before 7 (v9)
+# and the second 22 (v10) arrive: tumbling routes both, sessions only 7 (the second 22 joins
+# [22,34], still open).
 
 # Per update, in order: window start, end, the count, the reduce (tumbling: "+"-joined) or aggregate
-# (sessions: concatenated) of the values, timestamp; "*" marks the update of a record that is late
-# when each record is its own micro-batch.
+# (sessions: concatenated) of the values, timestamp; "*" marks the update a late record would have
+# made had its window been open.
 TUMBLING = [
     (0, 10, 1, "v0", 4), (0, 10, 2, "v0+v1", 5), (0, 10, 3, "v0+v1+v2", 6),
     (20, 30, 1, "v3", 23), (20, 30, 2, "v3+v4", 23), (20, 30, 3, "v3+v4+v5", 24),
@@ -247,8 +246,7 @@ SESSIONS = [
     (22, 34, None, None, 34), (22, 34, 7, "v3v4v5v6v7v8v10", 34),
     (22, 34, None, None, 34), (22, 35, 8, "v3v4v5v6v7v8v10v11", 35),
 ]  # fmt: skip
-# the late input records when each record is its own micro-batch: (key, value, second, partition,
-# offset), kstreams_reason
+# the late input records: (key, value, second, partition, offset), kstreams_reason
 TUMBLING_LATE = [(("k", "v9", 7, 0, 9), "window closed"), (("k", "v10", 22, 0, 10), "window closed")]
 SESSION_LATE = [(("k", "v9", 7, 0, 9), "window closed")]
 
@@ -302,11 +300,11 @@ def seconds(t):
     return None if t is None else int((t - ts(0)).total_seconds())
 
 
-def updates(expected, every_record_on_time):
+def updates(expected):
     """The hand-written updates of ``expected`` (a table above and the index of the operator's
-    value in it) as (key, start, end, value, timestamp): all, or without those of the late records."""
+    value in it) as (key, start, end, value, timestamp), without those marked for late records."""
     table, value = expected
-    return [("k", u[0], u[1], u[value], u[4]) for u in table if every_record_on_time or len(u) == 5]
+    return [("k", u[0], u[1], u[value], u[4]) for u in table if len(u) == 5]
 
 
 def table_rows(df):
@@ -337,19 +335,16 @@ def test_windowed_aggregation_routes_the_records_of_closed_windows(spark, tmp_pa
     aggregation, expected, late = windowed_aggregations("side_output")[op]
     out = output(spark, tmp_path, lambda df: aggregation(df).with_side_output, mode, section_3_records())
     assert out.columns == ["key", "window", "value", "timestamp", "kstreams_reason", "kstreams_late_record"]
-    on_time = mode != "split_restart"
     got_updates = table_rows(
         out.where("kstreams_reason is null").drop("kstreams_reason", "kstreams_late_record")
     )
-    assert multiset(got_updates) == multiset(updates(expected, on_time))
+    assert multiset(got_updates) == multiset(updates(expected))
     assert out.where("kstreams_reason is null and kstreams_late_record is not null").count() == 0
     routed = out.where("kstreams_reason is not null")
     # a late record's row holds only the reason and the record: its table columns are null
-    assert [tuple(r)[:4] for r in routed.collect()] == [(None, None, None, None)] * (
-        0 if on_time else len(late)
-    )
+    assert [tuple(r)[:4] for r in routed.collect()] == [(None, None, None, None)] * len(late)
     got_late = late_rows(routed.select("kstreams_late_record.*", "kstreams_reason"))
-    assert multiset(got_late) == ([] if on_time else multiset(late))
+    assert multiset(got_late) == multiset(late)
 
 
 @pytest.mark.parametrize("op", ["tumbling_count", "session_count"])
@@ -361,7 +356,7 @@ def test_windowed_aggregation_side_output_and_df_alone_and_the_counters(spark, t
         spark, tmp_path / "df", lambda df: aggregation(df).df, "split_restart", section_3_records()
     )
     assert table.columns == ["key", "window", "value", "timestamp"]
-    assert multiset(table_rows(table)) == multiset(updates(expected, every_record_on_time=False))
+    assert multiset(table_rows(table)) == multiset(updates(expected))
     side = output(
         spark, tmp_path / "side", lambda df: aggregation(df).side_output, "split_restart", section_3_records()
     )
@@ -369,16 +364,14 @@ def test_windowed_aggregation_side_output_and_df_alone_and_the_counters(spark, t
     assert side.columns == ["key", "value", "timestamp", "partition", "offset", "kstreams_reason"]
     assert multiset(late_rows(side)) == multiset(late)
 
-    forwarded = len(updates(expected, every_record_on_time=False))
+    forwarded = len(updates(expected))
     for late_records, counter in [("side_output", "late_side_output"), ("drop", "late_dropped")]:
         aggregation = windowed_aggregations(late_records)[op][0]
         stream = StreamRun(spark, str(tmp_path / late_records), lambda df, a=aggregation: a(df).df)
         for r in section_3_records():
             stream.add_batch([r])
         stream.run()
-        assert multiset(table_rows(stream.output())) == multiset(
-            updates(expected, every_record_on_time=False)
-        )
+        assert multiset(table_rows(stream.output())) == multiset(updates(expected))
         name = "kstreams_count_windowed" if op == "tumbling_count" else "kstreams_count_session_windowed"
         assert operator_metrics(stream.progress)[name] == {
             "forwarded": forwarded,
@@ -425,7 +418,5 @@ def test_windowed_aggregation_refuses_forward_a_bad_policy_and_a_missing_side_ou
     ]:
         with pytest.raises(KStreamsError, match="this table has no side output"):
             without()
-    # the default is "drop": a batch DataFrame closes no window, so nothing is dropped either
-    assert multiset(table_rows(tumbling.count().df)) == multiset(
-        updates((TUMBLING, 2), every_record_on_time=True)
-    )
+    # the default is "drop": a batch DataFrame closes windows by its partition's stream time too
+    assert multiset(table_rows(tumbling.count().df)) == multiset(updates((TUMBLING, 2)))

@@ -699,20 +699,26 @@ class WindowedKStream:
         is (first, last record's time); when a record merges sessions, each merged-away session
         gets a tombstone (null value).
 
-        A window closes when the query's watermark reaches ``end + grace`` (a session: when its
-        end is more than ``gap + grace`` behind the watermark); a batch DataFrame has no watermark
-        and no closed windows. A record of a closed window is dropped and counted
+        A window closes when the stream time of the record's own input partition (the largest
+        timestamp of that partition so far, this record included; spec section 5) reaches
+        ``end + grace`` (a session: when its end is more than ``gap + grace`` behind it), in a
+        batch DataFrame as in a stream; a partition behind another loses nothing. How long a
+        quiet partition is waited for: ``spark.kstreams.partitionIdleTimeout`` (README, "Stream
+        time per partition"). A record of a closed window is dropped and counted
         (``late_dropped``, the default), or with ``late_records="side_output"`` routed unchanged to
         :attr:`KTable.side_output` (``kstreams_reason`` ``"window closed"``, counted as
         ``late_side_output``). A closed window's result was emitted already: ``"forward"`` is
         refused.
 
+        Blueberry (b@3) comes after apricot (a@20) moved partition 0 to 20 s, so its window
+        [0, 10 s) is closed:
+
         >>> windows = TimeWindows.of_size_with_no_grace("10 seconds")
         >>> counts = ks.group_by_key().windowed_by(windows).count().df
         >>> sorted((r.key, r.window.start.second, r.value) for r in counts.collect())
-        [('a', 0, 1), ('a', 0, 2), ('a', 20, 1), ('b', 0, 1), ('b', 0, 2)]
+        [('a', 0, 1), ('a', 0, 2), ('a', 20, 1), ('b', 0, 1)]
 
-        Streaming, blueberry (b@3) in a second micro-batch, after the watermark reached 20:
+        Streaming, blueberry in a second micro-batch, routed to the side output:
 
         >>> source = tmp + "/late-counts"
         >>> df.where("offset < 4").coalesce(1).write.parquet(source)
@@ -739,8 +745,8 @@ class WindowedKStream:
         ...     lambda agg, v: F.concat(agg, F.lit("+"), v), late_records="side_output")
         >>> [r.value for r in joined.df.where("key = 'a'").orderBy("timestamp").collect()]
         ['apple', 'apple+avocado', 'apricot']
-        >>> joined.side_output.count()  # a batch DataFrame closes no window
-        0
+        >>> [r.value for r in joined.side_output.collect()]  # b@3 after partition 0 reached 20 s
+        ['blueberry']
         """
         jlate = self._stream._late(late_records)
         return _table(self._j.reduce(_fold(self._stream, adder, "adder"), jlate), self._stream)

@@ -16,7 +16,7 @@ final class SessionWindowedKStream private[kstreams] (stream: KStream, windows: 
   def count(): KTable = count(LateRecords.Drop)
 
   /** [[count]] with a policy for the records of closed sessions (a record whose merged session
-    * ends before `watermark - grace - gap`): [[LateRecords.Drop]] (the default, spec section 3;
+    * ends before its own partition's `stream time - grace - gap`, spec section 5): [[LateRecords.Drop]] (the default, spec section 3;
     * counted as `late_dropped`) or [[LateRecords.SideOutput]] (unchanged, in the table's
     * [[KTable.sideOutput]] with reason "window closed", counted as `late_side_output`);
     * [[LateRecords.Forward]] is refused: a closed session's result was emitted already.

@@ -16,11 +16,11 @@
   * | late records: forward, drop or side output (2, 3; README "Late records") | [[LateRecords]], [[KStream]]`.sideOutput`, `.withSideOutput`, [[KTable]]`.sideOutput`, `.withSideOutput` | `internal/dedup/CompactEmitter`, `internal/window/WindowedDistinct`, `internal/aggregate/Aggregate` (`LateRows`) |
   * | exactly once to Kafka (8; README "Exactly once to Kafka") | [[KStream]]`.to(topic, exactlyOnce)` | `internal/sink/ExactlyOnceKafkaSink` |
   * | sequence dedup (4) | [[KStream]]`.deduplicateBySequence` | `internal/dedup/DeduplicateBySequence` |
-  * | aggregations and their timestamps (5, KIP-258/259) | [[KGroupedStream]], [[TimeWindows]], [[SessionWindows]] | `internal/aggregate/Aggregate` |
+  * | aggregations and their timestamps (5, KIP-258/259) | [[KGroupedStream]], [[TimeWindows]], [[SessionWindows]] | `internal/aggregate/Aggregate`, `WindowedAggregate` |
   * | stream-stream joins (5) | [[KStream]]`.join`, [[JoinWindows]] | `internal/join/StreamJoin`, `JoinKind` |
   * | tables, emit on change (6, KIP-557), table-table joins (5) | [[KTable]] | `internal/table/TableSource`, `TableJoin` |
   * | processor API (7, KIP-28) | `kstreams.processor` (`Processor`, `Topology`...) | `internal/runner/ProcessorRunner` (`ProcessorPlan`), `TopologyGraph` |
-  * | state, eviction (8) | | `internal/state/Sweeper`, `internal/plan/ArrivalOrder` (`StreamTimes`) |
+  * | state, eviction (8) | | `internal/state/Sweeper`, `PartitionClocks`, `internal/plan/ArrivalOrder` (`StreamTimes`), `TaskClocks` |
   * | restarts: a checkpoint's operators (8) | [[KStream]]`.configure` | `internal/plan/OperatorDescriptor`, `CheckpointOperators` |
   * | Python | the types above, called from `kstreams_spark` | `PythonAPI` (what py4j cannot express) |
   */

@@ -108,8 +108,8 @@ class CheckpointReuseSpec extends SparkSuite {
     refused(
       df => KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s")).count().toStream.df,
       df => KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("20 s")).count().toStream.df,
-      "count_windowed(key=key, size=PT10S, grace=PT0S)",
-      "count_windowed(key=key, size=PT20S, grace=PT0S)"
+      "count_windowed(key=key, size=PT10S, grace=PT0S, clock=partition, groups=64)",
+      "count_windowed(key=key, size=PT20S, grace=PT0S, clock=partition, groups=64)"
     )
   }
 }

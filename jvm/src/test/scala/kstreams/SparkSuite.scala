@@ -4,6 +4,7 @@ import java.nio.file.Files
 import java.sql.Timestamp
 
 import scala.collection.mutable
+import scala.jdk.CollectionConverters._
 
 import org.apache.spark.sql.{DataFrame, Encoder, Encoders, Row, SparkSession}
 import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
@@ -88,7 +89,27 @@ trait SparkSuite extends AnyFunSuite with BeforeAndAfterAll {
       batches: Seq[Seq[T]],
       encoder: Encoder[T],
       op: DataFrame => DataFrame,
-      restartBefore: Set[Int] = Set.empty): Seq[Row] = {
+      restartBefore: Set[Int] = Set.empty): Seq[Row] =
+    streamRowsAndMetrics(batches, encoder, op, restartBefore)._1
+
+  /** [[streamRows]] and the observed metrics of every micro-batch that read input, summed by
+    * `metric.field` (e.g. `kstreams_count_windowed.late_dropped`). */
+  def streamRowsAndMetrics[T](
+      batches: Seq[Seq[T]],
+      encoder: Encoder[T],
+      op: DataFrame => DataFrame,
+      restartBefore: Set[Int] = Set.empty): (Seq[Row], Map[String, Long]) = {
+    val metrics = mutable.Map.empty[String, Long].withDefaultValue(0L)
+    def collect(q: StreamingQuery): Unit = q.recentProgress.filter(_.numInputRows > 0).foreach { p =>
+      p.observedMetrics.asScala.foreach { case (name, row) =>
+        row.schema.fieldNames.foreach { f =>
+          row.get(row.fieldIndex(f)) match {
+            case n: java.lang.Long => metrics(s"$name.$f") += n
+            case _ =>
+          }
+        }
+      }
+    }
     val input = MemoryStream[T](encoder, spark)
     val checkpoint = Files.createTempDirectory("kstreams-checkpoint").toString
     val output = mutable.TreeMap.empty[Long, Seq[Row]]
@@ -103,11 +124,11 @@ trait SparkSuite extends AnyFunSuite with BeforeAndAfterAll {
     var query = start()
     try {
       batches.zipWithIndex.foreach { case (events, i) =>
-        if (restartBefore.contains(i)) { query.stop(); query = start() }
+        if (restartBefore.contains(i)) { query.stop(); collect(query); query = start() }
         input.addData(events)
         query.processAllAvailable()
       }
-    } finally query.stop()
-    output.values.flatten.toSeq
+    } finally { query.stop(); collect(query) }
+    (output.values.flatten.toSeq, metrics.toMap)
   }
 }

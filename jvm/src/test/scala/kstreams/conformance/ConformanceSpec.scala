@@ -44,10 +44,13 @@ import kstreams.{Event, JoinWindows, KStream, SessionWindows, SparkSuite, TimeWi
   * alphabet with some null values, timestamps moving forward with out-of-order and late records,
   * keys spread over 1-3 partitions by Kafka's own partitioner (murmur2; null keys at random).
   * Kafka runs one driver per partition, as one task per partition would; we run all cases in one
-  * query (each case's keys and partitions apart), in one micro-batch and in four with a restart.
-  * `make conformance SEEDS=...` runs more seeds. Where our rule differs on purpose (README), the
-  * suite applies our rule to Kafka's output (emit on change, [[ConformanceSpec.emitOnChange]]) or
-  * the case avoids it and says so (windows closing by the watermark).
+  * query (each case's keys and partitions apart, the one-input operators together), in one
+  * micro-batch and in four with a restart, and the one-input operators once more with the cases'
+  * partitions far apart in time ([[ConformanceSpec.skewed]]): windows close by each partition's
+  * own stream time in both. `make conformance SEEDS=...` runs more seeds. Where our rule differs
+  * on purpose (README), the suite applies our rule to Kafka's output (emit on change,
+  * [[ConformanceSpec.emitOnChange]]) or the case avoids it and says so (joins' windows closing by
+  * the watermark).
   */
 class ConformanceSpec extends SparkSuite {
   import ConformanceSpec._
@@ -113,28 +116,28 @@ class ConformanceSpec extends SparkSuite {
       (s, _) => s.groupByKey.aggregate(lit("<"), (agg, v) => concat(agg, v)).df
     ),
     Operator("toTable", 1, (s, _) => s.toTable(inMemory[String]("table")).toStream(), (s, _) => s.toTable.df),
-    // Windows close by the query's watermark here and by stream time in Kafka (README): a grace of
-    // an hour keeps every window of these cases open in both.
+    // Windows close by each partition's stream time in both (spec section 5); the cases' late
+    // records (15-45 ms behind) fall into closed and open windows alike.
     Operator(
-      "windowed count (10 ms windows, 1 h grace)",
+      "windowed count (10 ms windows, no grace)",
       1,
       (s, _) =>
         s.groupByKey()
-          .windowedBy(KafkaTimeWindows.ofSizeAndGrace(Duration.ofMillis(10), Duration.ofHours(1)))
+          .windowedBy(KafkaTimeWindows.ofSizeWithNoGrace(Duration.ofMillis(10)))
           .count(Materialized.as[String, java.lang.Long](
             Stores.inMemoryWindowStore("windowed", Duration.ofHours(2), Duration.ofMillis(10), false)))
           .toStream(windowedKey[java.lang.Long])
           .mapValues(asString[java.lang.Long]),
-      (s, _) => s.groupByKey.windowedBy(TimeWindows.ofSizeAndGrace("10 milliseconds", "1 hour")).count().df,
+      (s, _) => s.groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 milliseconds")).count().df,
       windowed = true
     ),
     // windowed aggregations fold null values in; the adders treat null as "" on both sides
     Operator(
-      "windowed reduce (10 ms windows, 1 h grace)",
+      "windowed reduce (10 ms windows, 5 ms grace)",
       1,
       (s, _) =>
         s.groupByKey()
-          .windowedBy(KafkaTimeWindows.ofSizeAndGrace(Duration.ofMillis(10), Duration.ofHours(1)))
+          .windowedBy(KafkaTimeWindows.ofSizeAndGrace(Duration.ofMillis(10), Duration.ofMillis(5)))
           .reduce(
             nullAsEmpty,
             Materialized.as[String, String](
@@ -142,17 +145,17 @@ class ConformanceSpec extends SparkSuite {
           .toStream(windowedKey[String]),
       (s, _) =>
         s.groupByKey
-          .windowedBy(TimeWindows.ofSizeAndGrace("10 milliseconds", "1 hour"))
+          .windowedBy(TimeWindows.ofSizeAndGrace("10 milliseconds", "5 milliseconds"))
           .reduce((agg, v) => concat_ws("", agg, v))
           .df,
       windowed = true
     ),
     Operator(
-      "windowed aggregate (10 ms windows, 1 h grace)",
+      "windowed aggregate (10 ms windows, no grace)",
       1,
       (s, _) =>
         s.groupByKey()
-          .windowedBy(KafkaTimeWindows.ofSizeAndGrace(Duration.ofMillis(10), Duration.ofHours(1)))
+          .windowedBy(KafkaTimeWindows.ofSizeWithNoGrace(Duration.ofMillis(10)))
           .aggregate[String](
             (() => "<"): Initializer[String],
             ((_: String, v: String, agg: String) => nullAsEmpty.apply(agg, v)): Aggregator[String, String, String],
@@ -162,34 +165,34 @@ class ConformanceSpec extends SparkSuite {
           .toStream(windowedKey[String]),
       (s, _) =>
         s.groupByKey
-          .windowedBy(TimeWindows.ofSizeAndGrace("10 milliseconds", "1 hour"))
+          .windowedBy(TimeWindows.ofSizeWithNoGrace("10 milliseconds"))
           .aggregate(lit("<"), (agg, v) => concat_ws("", agg, v))
           .df,
       windowed = true
     ),
     Operator(
-      "session reduce (gap 5 ms, 1 h grace)",
+      "session reduce (gap 5 ms, 3 ms grace)",
       1,
       (s, _) =>
         s.groupByKey()
-          .windowedBy(KafkaSessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(5), Duration.ofHours(1)))
+          .windowedBy(KafkaSessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(5), Duration.ofMillis(3)))
           .reduce(
             nullAsEmpty,
             Materialized.as[String, String](Stores.inMemorySessionStore("sessions", Duration.ofHours(2))))
           .toStream(windowedKey[String]),
       (s, _) =>
         s.groupByKey
-          .windowedBy(SessionWindows.ofInactivityGapAndGrace("5 milliseconds", "1 hour"))
+          .windowedBy(SessionWindows.ofInactivityGapAndGrace("5 milliseconds", "3 milliseconds"))
           .reduce((agg, v) => concat_ws("", agg, v))
           .df,
       windowed = true
     ),
     Operator(
-      "session aggregate (gap 5 ms, 1 h grace)",
+      "session aggregate (gap 5 ms, no grace)",
       1,
       (s, _) =>
         s.groupByKey()
-          .windowedBy(KafkaSessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(5), Duration.ofHours(1)))
+          .windowedBy(KafkaSessionWindows.ofInactivityGapWithNoGrace(Duration.ofMillis(5)))
           .aggregate[String](
             (() => "<"): Initializer[String],
             ((_: String, v: String, agg: String) => nullAsEmpty.apply(agg, v)): Aggregator[String, String, String],
@@ -199,21 +202,21 @@ class ConformanceSpec extends SparkSuite {
           .toStream(windowedKey[String]),
       (s, _) =>
         s.groupByKey
-          .windowedBy(SessionWindows.ofInactivityGapAndGrace("5 milliseconds", "1 hour"))
+          .windowedBy(SessionWindows.ofInactivityGapWithNoGrace("5 milliseconds"))
           .aggregate(lit("<"), (agg, v) => concat_ws("", agg, v), (a1, a2) => concat_ws("", a1, a2))
           .df,
       windowed = true
     ),
     Operator(
-      "session count (gap 5 ms, 1 h grace)",
+      "session count (gap 5 ms, no grace)",
       1,
       (s, _) =>
         s.groupByKey()
-          .windowedBy(KafkaSessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(5), Duration.ofHours(1)))
+          .windowedBy(KafkaSessionWindows.ofInactivityGapWithNoGrace(Duration.ofMillis(5)))
           .count(Materialized.as[String, java.lang.Long](Stores.inMemorySessionStore("sessions", Duration.ofHours(2))))
           .toStream(windowedKey[java.lang.Long])
           .mapValues(asString[java.lang.Long]),
-      (s, _) => s.groupByKey.windowedBy(SessionWindows.ofInactivityGapAndGrace("5 milliseconds", "1 hour")).count().df,
+      (s, _) => s.groupByKey.windowedBy(SessionWindows.ofInactivityGapWithNoGrace("5 milliseconds")).count().df,
       windowed = true
     ),
     Operator(
@@ -264,111 +267,88 @@ class ConformanceSpec extends SparkSuite {
     )
   )
 
-  for (op <- operators; (split, batches) <- Seq("one micro-batch" -> 1, "four micro-batches, a restart" -> 4)) {
-    test(s"${op.name} agrees with Kafka Streams 4.3.1, ${cases.size} cases, $split") {
-      val inBatches = (0 until batches).map(b => cases.flatMap(c => c.inBatch(b, batches, op.sides)))
-      val fromKafka = cases
-        .flatMap(c => kafkaUpdates(c, batches, op.sides, op.tableInputs, op.kafka))
-        .groupBy(_._1)
-        .map { case (k, kvs) => k -> kvs.flatMap(_._2) }
-      val want = fromKafka.map { case (k, u) => k -> (if (op.tables) emitOnChange(u) else u) }
+  /** Our updates of `op` against Kafka's for `cases` cut into `batches` micro-batches: the
+    * differences, described. */
+  private def compare(op: Operator, cases: Seq[Case], batches: Int, rows: Seq[Row]): Seq[String] = {
+    val fromKafka = cases
+      .flatMap(c => kafkaUpdates(c, batches, op.sides, op.tableInputs, op.kafka))
+      .groupBy(_._1)
+      .map { case (k, kvs) => k -> kvs.flatMap(_._2) }
+    val want = fromKafka.map { case (k, u) => k -> (if (op.tables) emitOnChange(u) else u) }
+    val got = ourUpdates(rows, op.windowed)
+    def comparable(updates: Map[String, Seq[(String, Long)]]) = updates
+      .map { case (k, u) =>
+        // null-key results of different cases interleave differently: compare them as a multiset
+        k -> (if (k == NullKey) u.sortBy(x => (x._2, x._1)) else u)
+          .filterNot { case (v, _) => op.unmatchedByTime && k != NullKey && v != null && !v.contains("+") }
+      }
+      .filter(_._2.nonEmpty)
+    val (w, g) = (comparable(want), comparable(got))
+    assert(w.values.map(_.size).sum > cases.size, s"${op.name}: the cases produced almost no output")
+    val differing = (w.keySet ++ g.keySet).toSeq.sorted.filter(k => w.getOrElse(k, Nil) != g.getOrElse(k, Nil))
+    differing.take(3).map { k =>
+      val c = scala.util.Try(k.drop(1).takeWhile(_ != '-').toInt).toOption.flatMap(s => cases.find(_.seed == s))
+      s"\n${op.name}, key $k: Kafka ${w.getOrElse(k, Nil)}, kstreams ${g.getOrElse(k, Nil)}" +
+        c.map(c => s"\n  case ${c.seed}, ${c.partitions} partitions: ${c.describe}").getOrElse("")
+    }
+  }
+
+  private def inBatches(cases: Seq[Case], batches: Int, sides: Int): Seq[Seq[Event]] =
+    (0 until batches).map(b => cases.flatMap(c => c.inBatch(b, batches, sides)))
+
+  // The one-input operators all in one query per mode (each case's keys apart), their results
+  // brought to (op, key, window, value as string, timestamp). The skewed mode moves each case's
+  // partitions apart in time and speed (partition p an hour later per p, its clock running p + 1
+  // times as fast) and sends its last partition's records first, so that it goes quiet while the
+  // others go on: Kafka's tasks do not see each other, and our results must not either.
+  private val oneInput = operators.filter(_.sides == 1)
+  for ((split, batches, skew) <- Seq(
+      ("one micro-batch", 1, false),
+      ("four micro-batches, a restart", 4, false),
+      ("partitions an hour apart at different rates, one going quiet, four micro-batches, a restart", 4, true)
+    )) {
+    test(s"${oneInput.size} one-input operators agree with Kafka Streams 4.3.1, ${cases.size} cases, $split") {
+      val cs = if (skew) cases.map(skewed) else cases
+      val window = "struct<start:timestamp,end:timestamp>"
       val rows = streamRows(
-        inBatches,
+        inBatches(cs, batches, 1),
+        Encoders.product[Event],
+        df =>
+          oneInput
+            .map { op =>
+              val out = op.ours(KStream(df), null)
+              out.select(
+                lit(op.name).as("op"),
+                col("key"),
+                (if (op.windowed) col("window") else lit(null).cast(window)).as("window"),
+                col("value").cast("string").as("value"),
+                col("timestamp")
+              )
+            }
+            .reduce(_ unionByName _),
+        restartBefore = if (batches > 1) Set(batches / 2) else Set.empty
+      )
+      val differing = oneInput.flatMap(op => compare(op, cs, batches, rows.filter(_.getAs[String]("op") == op.name)))
+      assert(differing.isEmpty, differing.take(4).mkString)
+    }
+  }
+
+  for (op <- operators.filter(_.sides == 2);
+    (split, batches) <- Seq("one micro-batch" -> 1, "four micro-batches, a restart" -> 4)) {
+    test(s"${op.name} agrees with Kafka Streams 4.3.1, ${cases.size} cases, $split") {
+      val rows = streamRows(
+        inBatches(cases, batches, op.sides),
         Encoders.product[Event],
         df => op.ours(KStream(df.where(col("partition") % 8 < 4)), KStream(df.where(col("partition") % 8 >= 4))),
         restartBefore = if (batches > 1) Set(batches / 2) else Set.empty
       )
-      val got = ourUpdates(rows, op.windowed)
-      def comparable(updates: Map[String, Seq[(String, Long)]]) = updates
-        .map { case (k, u) =>
-          // null-key results of different cases interleave differently: compare them as a multiset
-          k -> (if (k == NullKey) u.sortBy(x => (x._2, x._1)) else u)
-            .filterNot { case (v, _) => op.unmatchedByTime && k != NullKey && v != null && !v.contains("+") }
-        }
-        .filter(_._2.nonEmpty)
-      val (w, g) = (comparable(want), comparable(got))
-      val differing = (w.keySet ++ g.keySet).toSeq.sorted.filter(k => w.getOrElse(k, Nil) != g.getOrElse(k, Nil))
-      assert(
-        differing.isEmpty,
-        differing
-          .take(3)
-          .map { k =>
-            val c = scala.util.Try(k.drop(1).takeWhile(_ != '-').toInt).toOption.flatMap(s => cases.find(_.seed == s))
-            s"\nkey $k: Kafka ${w.getOrElse(k, Nil)}, kstreams ${g.getOrElse(k, Nil)}" +
-              c.map(c => s"\n  case ${c.seed}, ${c.partitions} partitions: ${c.describe}").getOrElse("")
-          }
-          .mkString
-      )
-      assert(w.values.map(_.size).sum > cases.size, "the cases produced almost no output")
+      val differing = compare(op, cases, batches, rows)
+      assert(differing.isEmpty, differing.mkString)
     }
   }
 
-  // Without grace, windows close by stream time in Kafka and by the watermark here. With one
-  // partition and one record per micro-batch the two clocks agree (the watermark with delay 0 is
-  // the largest timestamp of the earlier records, Kafka's stream time before the record; a late
-  // record does not move either), so the closing rules themselves are compared: one query per
-  // case running both operators, the first one-partition cases (2 in `make test`, where a case
-  // costs about 10 s of one-record micro-batches; 10 with `make conformance`).
-  private val noGrace = Seq(
-    Operator(
-      "windowed count (10 ms windows, no grace)",
-      1,
-      (s, _) =>
-        s.groupByKey()
-          .windowedBy(KafkaTimeWindows.ofSizeWithNoGrace(Duration.ofMillis(10)))
-          .count(Materialized.as[String, java.lang.Long](
-            Stores.inMemoryWindowStore("windowed", Duration.ofHours(2), Duration.ofMillis(10), false)))
-          .toStream(windowedKey[java.lang.Long])
-          .mapValues(asString[java.lang.Long]),
-      (s, _) => s.groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 milliseconds")).count().df,
-      windowed = true
-    ),
-    Operator(
-      "session count (gap 5 ms, no grace)",
-      1,
-      (s, _) =>
-        s.groupByKey()
-          .windowedBy(KafkaSessionWindows.ofInactivityGapWithNoGrace(Duration.ofMillis(5)))
-          .count(Materialized.as[String, java.lang.Long](Stores.inMemorySessionStore("sessions", Duration.ofHours(2))))
-          .toStream(windowedKey[java.lang.Long])
-          .mapValues(asString[java.lang.Long]),
-      (s, _) => s.groupByKey.windowedBy(SessionWindows.ofInactivityGapWithNoGrace("5 milliseconds")).count().df,
-      windowed = true
-    )
-  )
   private val onePartitionCases =
     cases.filter(_.partitions == 1).take(if (sys.env.contains("KSTREAMS_CONFORMANCE_SEEDS")) 10 else 2)
-
-  test(
-    s"${noGrace.map(_.name).mkString(" and ")} agree with Kafka Streams 4.3.1, ${onePartitionCases.size} " +
-      "one-partition cases, one micro-batch per record") {
-    val differing = onePartitionCases.flatMap { c =>
-      // both operators in one query over the case's records (one micro-batch per record), each
-      // after a watermark node of its own (see the joins below for why)
-      val rows = streamRows(
-        c.left.map(Seq(_)),
-        Encoders.product[Event],
-        { df =>
-          noGrace
-            .map(op =>
-              op.ours(KStream(df.withWatermark("timestamp", "0 seconds")), null).withColumn("op", lit(op.name)))
-            .reduce(_ unionByName _)
-        }
-      )
-      noGrace.flatMap { op =>
-        val want = kafkaUpdates(c, 1, 1, tableInputs = false, op.kafka).map { case (k, u) =>
-          k -> emitOnChange(u)
-        }.toMap
-        val got = ourUpdates(rows.filter(_.getAs[String]("op") == op.name), op.windowed)
-        (want.keySet ++ got.keySet).toSeq.sorted
-          .filter(k => want.getOrElse(k, Nil) != got.getOrElse(k, Nil))
-          .map(k =>
-            s"\n${op.name}, key $k: Kafka ${want.getOrElse(k, Nil)}, kstreams ${got.getOrElse(k, Nil)}" +
-              s"\n  case ${c.seed}: ${c.describe}")
-      }
-    }
-    assert(differing.isEmpty, differing.take(3).mkString)
-  }
 
   // Stream-stream joins without grace: all three kinds in one query, one record per micro-batch,
   // the two sides alternating, the first one-partition cases one after another (each shifted a
@@ -521,6 +501,20 @@ object ConformanceSpec {
     }
     val left = side(0)
     Case(seed, partitions, left, side(1))
+  }
+
+  /** `c` with its partitions apart: partition `p`'s timestamps run `p + 1` times as fast and an
+    * hour later per `p`, and its last partition (of two or more) sends all its records first. */
+  def skewed(c: Case): Case = {
+    def skew(records: Seq[Event]): Seq[Event] = {
+      val moved = records.map { e =>
+        val p = e.partition % 4
+        val t = e.timestamp.getTime - Event.Base
+        e.copy(timestamp = new Timestamp(Event.Base + 1000 + (t - 1000) * (p + 1) + p * 3600000L))
+      }
+      if (c.partitions < 2) moved else moved.sortBy(e => if (e.partition % 4 == c.partitions - 1) 0 else 1)
+    }
+    c.copy(left = skew(c.left), right = skew(c.right))
   }
 
   /** Kafka's default partitioner for a keyed record. */

@@ -11,6 +11,7 @@ import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types._
 
 import kstreams.internal.plan._
+import kstreams.internal.state.PartitionClocks
 import kstreams.internal.window.WindowedDistinct
 
 /** `groupByKey.count() / reduce(adder) / aggregate(initializer, adder)`, optionally over tumbling
@@ -19,12 +20,12 @@ import kstreams.internal.window.WindowedDistinct
   * (KIP-258); updates that change neither value nor make the timestamp older are dropped and
   * counted as `idempotent-updates-dropped` (KIP-557, spec section 6).
   *
-  * Records are folded per key in arrival order ([[Keyed.arrivalOrder]]); records with a null key
-  * are skipped and counted, and so are null values of plain (not windowed) aggregations (as Kafka
-  * Streams 4.3 does). A window closes when the query's
-  * event-time watermark reaches `end + grace`; a record of a closed window is late: dropped
-  * (`late_dropped`) or, with [[LateRecords.SideOutput]], routed unchanged to the table's
-  * [[KTable.sideOutput]] (`late_side_output`), see [[LateRows]].
+  * Records are folded per key in arrival order; records with a null key are skipped and counted,
+  * and so are null values of plain (not windowed) aggregations (as Kafka Streams 4.3 does). A
+  * window closes when the stream time of the record's own input partition reaches `end + grace`
+  * ([[WindowedAggregateProcessor]], over [[TaskClocks]] input); a record of a closed window is
+  * late: dropped (`late_dropped`) or, with [[LateRecords.SideOutput]], routed unchanged to the
+  * table's [[KTable.sideOutput]] (`late_side_output`), see [[LateRows]].
   */
 private[kstreams] object Aggregate {
 
@@ -100,33 +101,46 @@ private[kstreams] object Aggregate {
       ) ++ (if (routed) Seq(StructField(LateRecord, input.valueTypes.head)) else Nil))
     val drop = new DropMarker(outputSchema)
     val late = new LateRows(drop, routed)
-    val processor = windowing match {
-      case Unwindowed => new AggregateProcessor(input.layout, initial, adder, None, input.streaming, drop, late)
+    // one metric shape for every aggregation, whether or not a reason can occur in it
+    val reasons = Seq(DropReasons.NullKey, DropReasons.NullValue, late.reason, DropReasons.Idempotent)
+    val idleMs = PartitionClocks.idleTimeoutMs(spark)
+    def spread = TaskClocks.prepare(input)
+    val keyType = input.keyField.dataType
+    val all = windowing match {
+      case Unwindowed =>
+        Stateful.runAll(
+          input.grouped,
+          new AggregateProcessor(input.layout, initial, adder, drop),
+          input.descriptor(fold.name),
+          TimeMode.None(),
+          outputSchema,
+          fold.name,
+          reasons
+        )
       case Tumbling(windows) =>
-        new AggregateProcessor(input.layout, initial, adder, Some(windows), input.streaming, drop, late)
+        val name = fold.name + "_windowed"
+        Stateful.runAll(
+          spread.grouped,
+          new TumblingAggregateProcessor(spread.layout, keyType, initial, adder, windows, idleMs, drop, late),
+          TaskClocks.describe(input.descriptor(name).windows(windows)),
+          TimeMode.None(),
+          outputSchema,
+          name,
+          reasons
+        )
       case Sessions(windows) =>
+        val name = fold.name + "_session_windowed"
         val merger = resolve("session merger", aggType, fold.merger.getOrElse(fold.adder))
-        new SessionAggregateProcessor(input.layout, initial, adder, merger, windows, input.streaming, drop, late)
+        Stateful.runAll(
+          spread.grouped,
+          new SessionAggregateProcessor(spread.layout, keyType, initial, adder, merger, windows, idleMs, drop, late),
+          TaskClocks.describe(input.descriptor(name).windows(windows)),
+          TimeMode.None(),
+          outputSchema,
+          name,
+          reasons
+        )
     }
-    val name = windowing match {
-      case Unwindowed => fold.name
-      case Tumbling(_) => fold.name + "_windowed"
-      case Sessions(_) => fold.name + "_session_windowed"
-    }
-    val descriptor = windowing match {
-      case Unwindowed => input.descriptor(name)
-      case Tumbling(w) => input.descriptor(name).windows(w)
-      case Sessions(w) => input.descriptor(name).windows(w)
-    }
-    val all = Stateful.runAll(
-      input.grouped,
-      processor,
-      descriptor,
-      if (windowed) Stateful.eventTime(input.streaming) else TimeMode.None(),
-      outputSchema,
-      name,
-      Seq(DropReasons.NullKey, DropReasons.NullValue, late.reason, DropReasons.Idempotent)
-    )
     val cols = stream.columns
     val window = struct(timestamp_micros(col(WindowStart)).as("start"), timestamp_micros(col(WindowEnd)).as("end"))
     def tableColumns(window: Column): Seq[Column] =
@@ -149,18 +163,18 @@ private[kstreams] object Aggregate {
   }
 }
 
-/** Folds one key's records; state is one (aggregate, timestamp) per window start (0 when not
-  * windowed), plus an event-time timer per window that removes it once the window has closed. */
+/** A plain (not windowed) aggregation: folds one key's records in arrival order into one
+  * (aggregate, timestamp); nothing is ever late and nothing expires, so it needs no clock and
+  * keeps one group per key. */
 private[kstreams] final class AggregateProcessor(
     layout: Keyed.Layout,
     initial: Option[Any],
     adder: ColumnFunction,
-    windows: Option[TimeWindows],
-    streaming: Boolean,
-    drop: DropMarker,
-    late: LateRows)
+    drop: DropMarker)
     extends StatefulProcessor[Row, Row, Row] {
 
+  // one entry under window start 0: the state layout of the checkpoints written when windowed
+  // aggregations shared this processor, which a restart keeps reading
   @transient private var results: MapState[Long, Row] = _
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
@@ -169,176 +183,35 @@ private[kstreams] final class AggregateProcessor(
   }
 
   override def handleInputRows(key: Row, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
-    val watermarkMicros =
-      if (windows.isDefined && streaming) timerValues.getCurrentWatermarkInMs() * 1000L else Long.MinValue
     val keyValue = key.get(0)
     val valueIndex = layout.valueIndex(0)
     val out = mutable.ArrayBuffer.empty[Row]
     Keyed.arrivalOrder(rows, layout).foreach { r =>
       if (keyValue == null) out += drop(DropReasons.NullKey)
       // Kafka Streams 4.3 skips a null value in plain aggregations only (KStreamAggregate); its
-      // windowed aggregation (KStreamWindowAggregate) folds it in (spec section 5)
-      else if (late.value(r, valueIndex) == null && windows.isEmpty) out += drop(DropReasons.NullValue)
+      // windowed aggregations fold it in (spec section 5)
+      else if (r.isNullAt(valueIndex)) out += drop(DropReasons.NullValue)
       else {
         val ts = r.getLong(layout.tsIndex)
-        val (start, end) = windows match {
-          case Some(w) => val s = Math.floorDiv(ts, w.sizeMicros) * w.sizeMicros; (s, s + w.sizeMicros)
-          case None => (0L, 0L)
+        // a null aggregate is no aggregate, as in Kafka's stores (a put of null deletes): the
+        // next record starts from the initializer again (reduce: from its own value)
+        val old = (if (results.containsKey(0L)) Some(results.getValue(0L)) else None).filter(!_.isNullAt(0))
+        val value = r.get(valueIndex)
+        val folded = old match {
+          case Some(o) => adder(o.get(0), value)
+          case None => initial.map(i => adder(i, value)).getOrElse(value)
         }
-        val closeMicros = end + windows.map(_.graceMicros).getOrElse(0L)
-        if (windows.isDefined && closeMicros <= watermarkMicros) out += late(r, valueIndex)
+        val newTs = old.map(o => Math.max(o.getLong(1), ts)).getOrElse(ts)
+        val idempotent = old.exists(o =>
+          newTs >= o.getLong(1) && java.util.Arrays.equals(adder.serialize(folded), adder.serialize(o.get(0))))
+        if (idempotent) out += drop(DropReasons.Idempotent)
         else {
-          // a null aggregate is no aggregate, as in Kafka's stores (a put of null deletes): the
-          // next record starts from the initializer again (reduce: from its own value)
-          val old =
-            if (results.containsKey(start)) Some(results.getValue(start)).filter(!_.isNullAt(0))
-            else None
-          val value = late.value(r, valueIndex)
-          val folded = old match {
-            case Some(o) => adder(o.get(0), value)
-            case None => initial.map(i => adder(i, value)).getOrElse(value)
-          }
-          val newTs = old.map(o => Math.max(o.getLong(1), ts)).getOrElse(ts)
-          val idempotent = old.exists(o =>
-            newTs >= o.getLong(1) &&
-              java.util.Arrays.equals(adder.serialize(folded), adder.serialize(o.get(0))))
-          if (idempotent) out += drop(DropReasons.Idempotent)
-          else {
-            if (old.isEmpty && windows.isDefined && streaming)
-              getHandle.registerTimer(Math.floorDiv(closeMicros + 999L, 1000L))
-            results.updateValue(start, Row(folded, newTs))
-            out += (if (windows.isDefined) late.update(keyValue, start, end, folded, newTs)
-                    else late.update(keyValue, null, null, folded, newTs))
-          }
+          results.updateValue(0L, Row(folded, newTs))
+          out += Row(keyValue, null, null, folded, newTs, null)
         }
       }
     }
     out.iterator
-  }
-
-  override def handleExpiredTimer(
-      key: Row,
-      timerValues: TimerValues,
-      expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
-    val watermarkMicros = timerValues.getCurrentWatermarkInMs() * 1000L
-    val grace = windows.map(_.graceMicros).getOrElse(0L)
-    val size = windows.map(_.sizeMicros).getOrElse(0L)
-    val closed = results.keys().filter(start => start + size + grace <= watermarkMicros).toList
-    closed.foreach(results.removeKey)
-    Iterator.empty
-  }
-}
-
-/** Session-windowed aggregation (Kafka's `SessionWindowedKStream`): a record joins every session
-  * of its key that it is within `gap` of (inclusive); those sessions merge into one whose
-  * aggregate is the merged aggregates plus the record. Unless the record is a session of its own,
-  * each session it touches gets a tombstone (null value, timestamped with that session's end) and
-  * the merged session its result, timestamped with its latest record (Kafka Streams 4.3). A record
-  * whose merged session ends before `watermark - grace - gap` is late. State: one
-  * (end, aggregate, timestamp) per session start, removed by a timer once no record can reach it.
-  */
-private[kstreams] final class SessionAggregateProcessor(
-    layout: Keyed.Layout,
-    initial: Option[Any],
-    adder: ColumnFunction,
-    merger: ColumnFunction,
-    windows: SessionWindows,
-    streaming: Boolean,
-    drop: DropMarker,
-    late: LateRows)
-    extends StatefulProcessor[Row, Row, Row] {
-
-  @transient private var sessions: MapState[Long, Row] = _
-
-  override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
-    val schema = StructType(
-      Seq(StructField("end", LongType), StructField("aggregate", adder.dataType), StructField("ts", LongType)))
-    sessions = getHandle.getMapState[Long, Row]("sessions", Encoders.scalaLong, Encoders.row(schema), TTLConfig.NONE)
-  }
-
-  /** The watermark from which on no record can reach a session ending at `end`. */
-  private def expiry(end: Long): Long = end + windows.gapMicros + windows.graceMicros
-
-  override def handleInputRows(key: Row, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
-    val watermarkMicros = if (streaming) timerValues.getCurrentWatermarkInMs() * 1000L else Long.MinValue
-    val keyValue = key.get(0)
-    val valueIndex = layout.valueIndex(0)
-    val out = mutable.ArrayBuffer.empty[Row]
-    Keyed.arrivalOrder(rows, layout).foreach { r =>
-      // a null value is folded in, as Kafka's KStreamSessionWindowAggregate does (spec section 5)
-      if (keyValue == null) out += drop(DropReasons.NullKey)
-      else {
-        val ts = r.getLong(layout.tsIndex)
-        val touching = sessions
-          .iterator()
-          .filter { case (start, s) =>
-            ts >= start - windows.gapMicros && ts <= s.getLong(0) + windows.gapMicros
-          }
-          .toList
-          .sortBy(_._1)
-        val start = (ts :: touching.map(_._1)).min
-        val end = (ts :: touching.map(_._2.getLong(0))).max
-        // Kafka's rule (KStreamSessionWindowAggregate) with the watermark for stream time: late when
-        // the merged session ends before `streamTime - grace - gap`
-        if (end + windows.graceMicros + windows.gapMicros < watermarkMicros)
-          out += late(r, valueIndex)
-        else {
-          // As Kafka: the touched sessions' aggregates are merged into a fresh initial aggregate
-          // (reduce has none: the first session's aggregate starts it)
-          val aggregates = touching.map(_._2.get(1))
-          val merged =
-            if (aggregates.isEmpty) None
-            else
-              Some(
-                initial
-                  .map(i => aggregates.foldLeft(i)((a, b) => merger(a, b)))
-                  .getOrElse(aggregates.reduce((a, b) => merger(a, b))))
-          val value = late.value(r, valueIndex)
-          val folded = merged match {
-            case Some(agg) => adder(agg, value)
-            case None => initial.map(i => adder(i, value)).getOrElse(value)
-          }
-          val newTs = (ts :: touching.map(_._2.getLong(2))).max
-          // As Kafka: unless the record is a session of its own ([ts, ts]), every session it
-          // touches is removed with a tombstone timestamped with that session's own end, even one
-          // the record lands inside without changing it; then the merged session is written.
-          val alone = start == ts && end == ts
-          val same = alone && folded != null && touching.exists { case (_, old) =>
-            !old.isNullAt(1) && newTs >= old.getLong(2) &&
-            java.util.Arrays.equals(adder.serialize(folded), adder.serialize(old.get(1)))
-          }
-          if (same) out += drop(DropReasons.Idempotent)
-          else {
-            if (!alone) touching.foreach { case (oldStart, old) =>
-              sessions.removeKey(oldStart)
-              out += late.update(keyValue, oldStart, old.getLong(0), null, old.getLong(0))
-            }
-            // a null aggregate deletes the session, as a put of null does in Kafka's session store
-            if (folded == null) sessions.removeKey(start)
-            else {
-              sessions.updateValue(start, Row(end, folded, newTs))
-              if (streaming) getHandle.registerTimer(Math.floorDiv(expiry(end), 1000L) + 1)
-            }
-            out += late.update(keyValue, start, end, folded, newTs)
-          }
-        }
-      }
-    }
-    out.iterator
-  }
-
-  override def handleExpiredTimer(
-      key: Row,
-      timerValues: TimerValues,
-      expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
-    val watermarkMicros = timerValues.getCurrentWatermarkInMs() * 1000L
-    sessions
-      .iterator()
-      .filter { case (_, s) => expiry(s.getLong(0)) < watermarkMicros }
-      .map(_._1)
-      .toList
-      .foreach(sessions.removeKey)
-    Iterator.empty
   }
 }
 

@@ -28,6 +28,20 @@ private[kstreams] object HelperColumns {
   /** The record's timestamp in microseconds (spec section 1). */
   val TimestampMicros = "__kstreams_ts"
 
+  /** The input partition again, as the column a per-task shuffle groups on ([[TaskClocks]]): its
+    * value may be replaced by a placement key there, [[Partition]]'s never is. */
+  val Task = "__kstreams_task"
+
+  /** A record's place in its task's arrival order within one micro-batch ([[TaskClocks]]). */
+  val TaskSeq = "__kstreams_task_seq"
+
+  /** Its input partition's stream time within the micro-batch so far, this record included
+    * ([[TaskClocks]]). */
+  val BatchStreamTime = "__kstreams_batch_stream_time"
+
+  /** True on a [[TaskClocks]] marker row: a partition's largest timestamp of the micro-batch. */
+  val Marker = "__kstreams_marker"
+
   /** Why a processor dropped a row (a [[DropReasons]] name; null: forwarded); see
     * [[Stateful.runAll]]. */
   val Dropped = "__kstreams_dropped"

@@ -4,7 +4,7 @@ package plan
 
 import scala.collection.mutable
 
-import org.apache.spark.sql.{Column, Encoders, KeyValueGroupedDataset, Row}
+import org.apache.spark.sql.{Column, DataFrame, Encoders, KeyValueGroupedDataset, Row}
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.kstreams.ObservedNames
 import org.apache.spark.sql.types._
@@ -36,14 +36,23 @@ private[kstreams] object Keyed {
     def valueIndex(side: Int): Int = 5 + side
   }
 
+  /** The sides' rows ([[HelperColumns.Key]], [[HelperColumns.Side]], [[HelperColumns.Partition]],
+    * [[HelperColumns.Order]], [[HelperColumns.TimestampMicros]], one value column per side) as
+    * `rows`, and `grouped` by key for a per-key processor. ([[TaskClocks.prepare]] groups them by
+    * a hash of the key instead, for processors that keep each partition's clock.) */
   final case class Input(
-      grouped: KeyValueGroupedDataset[Row, Row],
+      rows: DataFrame,
       layout: Layout,
       keyField: StructField,
       valueTypes: Seq[DataType],
       watermarkDelayMs: Option[Long],
       streaming: Boolean,
       keyNames: Seq[String]) {
+
+    lazy val grouped: KeyValueGroupedDataset[Row, Row] = {
+      val keySchema = StructType(Seq(rows.schema(Key)))
+      rows.groupBy(col(Key)).as[Row, Row](Encoders.row(keySchema), Encoders.row(rows.schema))
+    }
 
     /** The operator's [[OperatorDescriptor]]: its grouping is each side's key column. */
     def descriptor(metricName: String): OperatorDescriptor =
@@ -93,12 +102,9 @@ private[kstreams] object Keyed {
         ) ++ values: _*)
     }
     val unioned = ObservedNames.distinct(selected).reduce(_ union _)
-    val schema = unioned.schema
-    val keySchema = StructType(Seq(schema(Key)))
-    val grouped = unioned.groupBy(col(Key)).as[Row, Row](Encoders.row(keySchema), Encoders.row(schema))
     val defaultDelay = if (streaming) Some(0L) else None
     Input(
-      grouped,
+      unioned,
       Layout(sides.size),
       keyFields.head,
       valueTypes,

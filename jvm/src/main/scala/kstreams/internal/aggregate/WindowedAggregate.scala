@@ -1,0 +1,330 @@
+package kstreams
+package internal
+package aggregate
+
+import java.nio.ByteBuffer
+
+import scala.collection.mutable
+
+import org.apache.spark.sql.{Encoders, Row}
+import org.apache.spark.sql.kstreams.{ColumnFunction, ValueSerializer}
+import org.apache.spark.sql.streaming._
+import org.apache.spark.sql.types._
+
+import kstreams.internal.dedup.TimeBucketChunks
+import kstreams.internal.plan._
+import kstreams.internal.state.PartitionClocks
+
+/** One window of a key: its bounds (micros), aggregate and result timestamp (KIP-258). */
+private[aggregate] final case class KeyWindow(start: Long, end: Long, aggregate: Any, ts: Long)
+
+/** A key's windows while one micro-batch of its group runs, sorted by start. */
+private[aggregate] final class KeyWindows(val key: Any, var windows: Vector[KeyWindow]) {
+  var changed = false
+}
+
+/** The windowed and session-windowed aggregations (spec section 5): each record folded into its
+  * key's windows in arrival order, each record judged late by its own input partition's stream
+  * time as a Kafka Streams task judges it, never by another partition's progress (a lagging
+  * partition loses nothing) nor by a watermark.
+  *
+  * Input: [[TaskClocks]] groups (a hash of the key), each partition's records in arrival order
+  * with their stream time within the micro-batch, then its markers. State per group:
+  *  - `windows`: key (its serialized bytes) -> the key and its windows (few per key: a tumbling
+  *    window per `size` of its grace, or its sessions);
+  *  - `chunks`/`chunkCounts` ([[TimeBucketChunks]]): the keys written under each bucket of their
+  *    windows' expiry, so eviction reads only the keys of buckets that died;
+  *  - `partitionClocks` ([[PartitionClocks]]): every partition's stream time.
+  *
+  * Why the result never depends on when eviction ran: a window is removed only once it has
+  * expired ([[expiryMicros]] below the smallest stream time of the partitions still delivering);
+  * a record of such a partition would then find it closed, and [[fold]] treats a closed or expired
+  * window as the rule says whether or not it is still stored. Only a partition idle for longer
+  * than `idleMs` is not waited for (README, "Stream time per partition").
+  */
+private[kstreams] abstract class WindowedAggregateProcessor(
+    layout: TaskClocks.Layout,
+    keyType: DataType,
+    adder: ColumnFunction,
+    idleMs: Long,
+    bucketMicros: Long,
+    drop: DropMarker,
+    late: LateRows)
+    extends StatefulProcessor[Int, Row, Row] {
+
+  @transient private var entries: MapState[Array[Byte], Row] = _
+  @transient private var index: TimeBucketChunks = _
+  @transient private var clocks: PartitionClocks = _
+  @transient private lazy val keyBytes = new ValueSerializer(keyType)
+
+  protected val keyed: Keyed.Layout = layout.keyed
+
+  override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
+    val window = StructType(
+      Seq(
+        StructField("start", LongType, nullable = false),
+        StructField("end", LongType, nullable = false),
+        StructField("aggregate", adder.dataType),
+        StructField("ts", LongType, nullable = false)
+      ))
+    val entry = StructType(
+      Seq(StructField("key", keyType), StructField("windows", ArrayType(window, containsNull = false))))
+    entries = getHandle.getMapState[Array[Byte], Row]("windows", Encoders.BINARY, Encoders.row(entry), TTLConfig.NONE)
+    index = new TimeBucketChunks(getHandle, bucketMicros)
+    clocks = new PartitionClocks(getHandle, idleMs)
+  }
+
+  /** The stream time from which on the window can go: no record of a partition whose stream time
+    * is past it would be folded into it (it is late, or starts a window of its own). */
+  protected def expiryMicros(w: KeyWindow): Long
+
+  /** The windows of a key to keep once every partition still delivering is at `evictBefore` (by
+    * default those not expired). */
+  protected def keep(windows: Vector[KeyWindow], evictBefore: Long): Vector[KeyWindow] =
+    windows.filter(w => expiryMicros(w) >= evictBefore)
+
+  /** Folds record `r` of timestamp `ts` into `entry` (setting `changed`), its partition being at
+    * `streamTime` (this record included), adding what it emits to `out`; returns the windows it
+    * wrote, for the eviction index. */
+  protected def fold(
+      entry: KeyWindows,
+      r: Row,
+      ts: Long,
+      streamTime: Long,
+      out: mutable.ArrayBuffer[Row]): Seq[KeyWindow]
+
+  override def handleInputRows(group: Int, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
+    clocks.begin()
+    val cache = mutable.HashMap.empty[ByteBuffer, KeyWindows]
+    val indexed = mutable.HashMap.empty[Long, mutable.LinkedHashSet[ByteBuffer]]
+    val out = mutable.ArrayBuffer.empty[Row]
+    var (lastPartition, lastSeq) = (Int.MinValue, Long.MinValue)
+    rows.foreach { r =>
+      val partition = r.getInt(keyed.partitionIndex)
+      val seq = r.getLong(layout.taskSeqIndex)
+      if (partition < lastPartition || (partition == lastPartition && seq < lastSeq))
+        throw new IllegalStateException(
+          s"kstreams internal error: partition $partition arrived out of order in a windowed aggregation " +
+            s"($seq after partition $lastPartition, $lastSeq). Please report this with the query plan.")
+      lastPartition = partition; lastSeq = seq
+      if (r.getBoolean(layout.markerIndex)) clocks.marker(partition, r.getLong(keyed.tsIndex))
+      else if (r.isNullAt(keyed.keyIndex)) out += drop(DropReasons.NullKey)
+      else {
+        val key = r.get(keyed.keyIndex)
+        val bytes = ByteBuffer.wrap(keyBytes(key))
+        val entry = cache.getOrElseUpdate(bytes, load(bytes).getOrElse(new KeyWindows(key, Vector.empty)))
+        val streamTime = clocks.streamTime(partition, r.getLong(layout.batchStreamTimeIndex))
+        fold(entry, r, r.getLong(keyed.tsIndex), streamTime, out).foreach { w =>
+          indexed.getOrElseUpdate(index.bucketOf(expiryMicros(w)), mutable.LinkedHashSet.empty) += bytes
+        }
+      }
+    }
+    val evictBefore = clocks.end(timerValues.getCurrentProcessingTimeInMs())
+    indexed.foreach { case (bucket, keys) => index.append(bucket, encode(keys.toSeq))(reencode) }
+    if (evictBefore != Long.MinValue) index.removeDead(evictBefore) { chunk =>
+      decode(chunk).foreach { bytes =>
+        cache.get(bytes).orElse(load(bytes)).foreach { entry =>
+          cache(bytes) = entry
+          val kept = keep(entry.windows, evictBefore)
+          if (kept.size != entry.windows.size) { entry.windows = kept; entry.changed = true }
+        }
+      }
+    }
+    cache.foreach { case (bytes, entry) =>
+      if (entry.changed) {
+        if (entry.windows.isEmpty) entries.removeKey(bytes.array())
+        else
+          entries.updateValue(
+            bytes.array(),
+            Row(entry.key, entry.windows.map(w => Row(w.start, w.end, w.aggregate, w.ts))))
+      }
+    }
+    out.iterator
+  }
+
+  private def load(bytes: ByteBuffer): Option[KeyWindows] =
+    if (!entries.containsKey(bytes.array())) None
+    else {
+      val row = entries.getValue(bytes.array())
+      Some(
+        new KeyWindows(
+          row.get(0),
+          row.getSeq[Row](1).map(w => KeyWindow(w.getLong(0), w.getLong(1), w.get(2), w.getLong(3))).toVector))
+    }
+
+  private def encode(keys: Seq[ByteBuffer]): Seq[Array[Byte]] =
+    TimeBucketChunks.encodeChunks(keys.size)(i => 4 + keys(i).remaining()) { (out: ByteBuffer, i: Int) =>
+      out.putInt(keys(i).remaining())
+      out.put(keys(i).duplicate())
+    }
+
+  private def decode(chunk: Array[Byte]): Seq[ByteBuffer] = {
+    val in = ByteBuffer.wrap(chunk)
+    val keys = Vector.newBuilder[ByteBuffer]
+    while (in.hasRemaining) {
+      val bytes = new Array[Byte](in.getInt())
+      in.get(bytes)
+      keys += ByteBuffer.wrap(bytes)
+    }
+    keys.result()
+  }
+
+  /** A bucket's chunks rewritten with each key once (its chunk numbers ran out). */
+  private def reencode(chunks: Seq[Array[Byte]]): Seq[Array[Byte]] = encode(chunks.flatMap(decode).distinct)
+}
+
+/** Tumbling windows (Kafka's `TimeWindows`, `KStreamWindowAggregate`): a record of timestamp `ts`
+  * belongs to `[floor(ts / size) * size, + size)`, which closes when its partition's stream time
+  * reaches `end + grace`; a record of a closed window is late. An update that changes neither the
+  * value nor makes the timestamp older is dropped (KIP-557, spec section 6). */
+private[kstreams] final class TumblingAggregateProcessor(
+    layout: TaskClocks.Layout,
+    keyType: DataType,
+    initial: Option[Any],
+    adder: ColumnFunction,
+    windows: TimeWindows,
+    idleMs: Long,
+    drop: DropMarker,
+    late: LateRows)
+    extends WindowedAggregateProcessor(layout, keyType, adder, idleMs, windows.sizeMicros, drop, late) {
+
+  // closed (end + grace <= stream time) is expired: the window can go once every partition is there
+  override protected def expiryMicros(w: KeyWindow): Long = w.end + windows.graceMicros - 1
+
+  override protected def fold(
+      entry: KeyWindows,
+      r: Row,
+      ts: Long,
+      streamTime: Long,
+      out: mutable.ArrayBuffer[Row]): Seq[KeyWindow] = {
+    val valueIndex = keyed.valueIndex(0)
+    val start = Math.floorDiv(ts, windows.sizeMicros) * windows.sizeMicros
+    val end = start + windows.sizeMicros
+    // Kafka's rule: the window is closed once the stream time reaches end + grace
+    if (end + windows.graceMicros <= streamTime) { out += late(r, valueIndex); Nil }
+    else {
+      val stored = entry.windows.find(_.start == start)
+      // a null aggregate is no aggregate, as in Kafka's stores (a put of null deletes): the next
+      // record starts from the initializer again (reduce: from its own value)
+      val old = stored.filter(_.aggregate != null)
+      val value = late.value(r, valueIndex)
+      val folded = old match {
+        case Some(o) => adder(o.aggregate, value)
+        case None => initial.map(i => adder(i, value)).getOrElse(value)
+      }
+      val newTs = old.map(o => Math.max(o.ts, ts)).getOrElse(ts)
+      val idempotent =
+        old.exists(o => newTs >= o.ts && java.util.Arrays.equals(adder.serialize(folded), adder.serialize(o.aggregate)))
+      if (idempotent) { out += drop(DropReasons.Idempotent); Nil }
+      else {
+        val written = KeyWindow(start, end, folded, newTs)
+        entry.windows = (entry.windows.filter(_.start != start) :+ written).sortBy(_.start)
+        entry.changed = true
+        out += late.update(entry.key, start, end, folded, newTs)
+        if (stored.isEmpty) Seq(written) else Nil
+      }
+    }
+  }
+}
+
+/** Session windows (Kafka's `SessionWindows`, `KStreamSessionWindowAggregate` of 4.3): a record
+  * joins every session of its key that it is within `gap` of (inclusive); those merge into one
+  * whose aggregate is the merged aggregates plus the record. Unless the record is a session of its
+  * own, each session it touches gets a tombstone (null value, timestamped with that session's end)
+  * and the merged session its result, timestamped with its latest record. A record whose merged
+  * session ends before its partition's `stream time - grace - gap` is late. Sessions are kept while
+  * a record that is not late could still touch them, so every session such a record touches is
+  * found, as in a Kafka session store whose retention is long enough (its default, segmented
+  * RocksDB store keeps them at least a minute). */
+private[kstreams] final class SessionAggregateProcessor(
+    layout: TaskClocks.Layout,
+    keyType: DataType,
+    initial: Option[Any],
+    adder: ColumnFunction,
+    merger: ColumnFunction,
+    windows: SessionWindows,
+    idleMs: Long,
+    drop: DropMarker,
+    late: LateRows)
+    extends WindowedAggregateProcessor(
+      layout,
+      keyType,
+      adder,
+      idleMs,
+      math.max(windows.gapMicros + windows.graceMicros, 1000L),
+      drop,
+      late) {
+
+  /** A record that is not late and touches session `s` has `ts <= s.end + gap` and a merged session
+    * that ends at `streamTime - grace - gap` or later; only a later session of the key within
+    * `2 gap` of `s` (one record can touch both) can end that late. Such a session is either there
+    * already (see [[keep]]) or made by a record at `streamTime - grace - gap` or later, which is
+    * within `2 gap` of `s` only while `s.end + 3 gap + grace` is not behind the stream time. */
+  override protected def expiryMicros(w: KeyWindow): Long = w.end + 3 * windows.gapMicros + windows.graceMicros
+
+  /** Expired sessions go, but not one that a record could still bridge to a later session kept. */
+  override protected def keep(sessions: Vector[KeyWindow], evictBefore: Long): Vector[KeyWindow] = {
+    val kept = new Array[Boolean](sessions.size)
+    for (i <- sessions.indices.reverse) {
+      val bridged = i + 1 < sessions.size && sessions(i + 1).start - sessions(i).end <= 2 * windows.gapMicros
+      kept(i) = expiryMicros(sessions(i)) >= evictBefore || (bridged && kept(i + 1))
+    }
+    sessions.indices.collect { case i if kept(i) => sessions(i) }.toVector
+  }
+
+  override protected def fold(
+      entry: KeyWindows,
+      r: Row,
+      ts: Long,
+      streamTime: Long,
+      out: mutable.ArrayBuffer[Row]): Seq[KeyWindow] = {
+    val valueIndex = keyed.valueIndex(0)
+    // every session the record touches: none that could change its result has been evicted
+    // ([[expiryMicros]]), so the result does not depend on when eviction ran
+    val touching = entry.windows.filter { s =>
+      ts >= s.start - windows.gapMicros && ts <= s.end + windows.gapMicros
+    }
+    val start = (ts +: touching.map(_.start)).min
+    val end = (ts +: touching.map(_.end)).max
+    // Kafka's rule (KStreamSessionWindowAggregate): late when the merged session ends before
+    // `streamTime - grace - gap`
+    if (end + windows.graceMicros + windows.gapMicros < streamTime) { out += late(r, valueIndex); Nil }
+    else {
+      // As Kafka: the touched sessions' aggregates are merged into a fresh initial aggregate
+      // (reduce has none: the first session's aggregate starts it)
+      val aggregates = touching.map(_.aggregate)
+      val merged =
+        if (aggregates.isEmpty) None
+        else
+          Some(
+            initial
+              .map(i => aggregates.foldLeft(i)((a, b) => merger(a, b)))
+              .getOrElse(aggregates.reduce((a, b) => merger(a, b))))
+      val value = late.value(r, valueIndex)
+      val folded = merged match {
+        case Some(agg) => adder(agg, value)
+        case None => initial.map(i => adder(i, value)).getOrElse(value)
+      }
+      val newTs = (ts +: touching.map(_.ts)).max
+      // As Kafka: unless the record is a session of its own ([ts, ts]), every session it touches is
+      // removed with a tombstone timestamped with that session's own end, even one the record
+      // lands inside without changing it; then the merged session is written.
+      val alone = start == ts && end == ts
+      val same = alone && folded != null && touching.exists { old =>
+        old.aggregate != null && newTs >= old.ts &&
+        java.util.Arrays.equals(adder.serialize(folded), adder.serialize(old.aggregate))
+      }
+      if (same) { out += drop(DropReasons.Idempotent); Nil }
+      else {
+        val replaced: Set[Long] = if (alone) Set(start) else touching.map(_.start).toSet
+        if (!alone) touching.foreach(old => out += late.update(entry.key, old.start, old.end, null, old.end))
+        // a null aggregate deletes the session, as a put of null does in Kafka's session store
+        val written = if (folded == null) None else Some(KeyWindow(start, end, folded, newTs))
+        entry.windows = (entry.windows.filterNot(w => replaced(w.start)) ++ written).sortBy(_.start)
+        entry.changed = true
+        out += late.update(entry.key, start, end, folded, newTs)
+        written.toSeq
+      }
+    }
+  }
+}

@@ -1,0 +1,99 @@
+package kstreams
+
+import java.sql.Timestamp
+
+import org.apache.spark.sql.{DataFrame, Encoders, Row}
+
+import kstreams.Event.at
+
+/** Windows close by the stream time of each record's own input partition (spec sections 1, 5 and
+  * 8): a partition that lags behind another loses nothing, and its own clock still closes its
+  * windows. Each case in one micro-batch and split over several with a restart. */
+class PartitionClockSpec extends SparkSuite {
+
+  /** (key, window start in s, count, timestamp in s) of each update, in output order per key. */
+  private def updates(out: Seq[Row]): Seq[(String, Long, String, Double)] =
+    out
+      .map { r =>
+        val window = r.getAs[Row]("window")
+        (
+          r.getAs[String]("key"),
+          (window.getAs[Timestamp]("start").getTime - Event.Base) / 1000,
+          Option(r.get(r.fieldIndex("value"))).map(_.toString).orNull,
+          (r.getAs[Timestamp]("timestamp").getTime - Event.Base) / 1000.0)
+      }
+      .sortBy(_._1) // stable: each key's updates keep their order
+
+  private def run(batches: Seq[Seq[Event]], op: DataFrame => DataFrame, restartBefore: Set[Int] = Set.empty) = {
+    val numbered = Event.numbered(batches.flatten).iterator
+    val (rows, metrics) =
+      streamRowsAndMetrics(batches.map(_.map(_ => numbered.next())), Encoders.product[Event], op, restartBefore)
+    (updates(rows), metrics.filter(_._1.endsWith(".late_dropped")).values.sum)
+  }
+
+  private val minuteWindows =
+    (df: DataFrame) => KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("1 minute")).count().df
+
+  // the example: partition 1 an hour ahead of partition 0
+  private val skewed = Seq(Seq(at("a", 1, partition = 0), at("b", 3600, partition = 1)), Seq(at("a", 2), at("a", 3)))
+
+  for ((split, batches, restart) <- Seq(
+      ("one micro-batch", Seq(skewed.flatten), Set.empty[Int]),
+      ("two micro-batches, a restart", skewed, Set(1)))) {
+
+    test(s"a partition an hour behind another loses nothing: a@1, 2, 3 on partition 0 count 1, 2, 3 ($split)") {
+      val (got, late) = run(batches, minuteWindows, restart)
+      assert(got == Seq(("a", 0L, "1", 1.0), ("a", 0L, "2", 2.0), ("a", 0L, "3", 3.0), ("b", 3600L, "1", 3600.0)))
+      assert(late == 0)
+    }
+
+    test(s"session windows: a lagging partition's records still merge into its session ($split)") {
+      val (got, late) = run(
+        batches,
+        df => KStream(df).groupByKey.windowedBy(SessionWindows.ofInactivityGapWithNoGrace("10 seconds")).count().df,
+        restart)
+      // each record extends a's session; the one it replaces gets a tombstone at its own end
+      assert(
+        got == Seq(
+          ("a", 1L, "1", 1.0),
+          ("a", 1L, null, 1.0),
+          ("a", 1L, "2", 2.0),
+          ("a", 1L, null, 2.0),
+          ("a", 1L, "3", 3.0),
+          ("b", 3600L, "1", 3600.0)))
+      assert(late == 0)
+    }
+  }
+
+  // partition 0's own clock closes [0, 60) at a@100; partition 1 stays at 0 s
+  private val ownClock =
+    Seq(Seq(at("a", 1), at("a", 100), at("c", 0, partition = 1)), Seq(at("a", 2), at("c", 1, partition = 1)))
+
+  for ((split, batches, restart) <- Seq(
+      ("one micro-batch", Seq(ownClock.flatten), Set.empty[Int]),
+      ("two micro-batches, a restart", ownClock, Set(1)))) {
+    test(s"a record is late by its own partition's clock, not by a slower partition's ($split)") {
+      val (got, late) = run(batches, minuteWindows, restart)
+      assert(got == Seq(("a", 0L, "1", 1.0), ("a", 60L, "1", 100.0), ("c", 0L, "1", 0.0), ("c", 0L, "2", 1.0)))
+      assert(late == 1)
+    }
+  }
+
+  test("a partition idle for longer than spark.kstreams.partitionIdleTimeout is not waited for") {
+    // partition 0 delivers a@1, then nothing while partition 1 moves an hour on; with no idle time
+    // allowed, a's window goes with partition 1's clock, and a@2 on partition 0 later starts anew
+    val batches = Seq(
+      Seq(at("a", 1), at("b", 0, partition = 1)),
+      Seq(at("b", 3600, partition = 1)),
+      Seq(at("b", 3601, partition = 1)),
+      Seq(at("a", 2)))
+    spark.conf.set("spark.kstreams.partitionIdleTimeout", "0 seconds")
+    val (idle, _) =
+      try run(batches, minuteWindows)
+      finally spark.conf.unset("spark.kstreams.partitionIdleTimeout")
+    assert(idle.filter(_._1 == "a") == Seq(("a", 0L, "1", 1.0), ("a", 0L, "1", 2.0)))
+    // by default (10 minutes) partition 0 is waited for: its window is still there
+    val (waited, _) = run(batches, minuteWindows)
+    assert(waited.filter(_._1 == "a") == Seq(("a", 0L, "1", 1.0), ("a", 0L, "2", 2.0)))
+  }
+}
