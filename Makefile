@@ -153,14 +153,20 @@ bench: install $(BENCH_JAR) $(VENV)/.bench-deps .venv-flink/.deps $(KAFKA_BROKER
 	$(PY) benchmarks/latency.py
 	$(PY) benchmarks/latency.py $(LATENCY_LONG_BATCHES)
 	$(PY) benchmarks/cli_mistakes.py
+	$(PY) benchmarks/dsl.py
 
 # The time from `kstreams-spark` with a mistake to its one-line error, for each mistake it checks
 # before Spark starts.
 bench-cli: install
 	$(PY) benchmarks/cli_mistakes.py
 
+# The DSL regime (benchmarks/dsl.py): a windowed count, kstreams against Spark's, a process per
+# candidate and round; BENCH_ARGS="--before-jar JAR" adds kstreams on an earlier build's jar.
+bench-dsl: install $(VENV)/.bench-deps
+	$(PY) benchmarks/dsl.py $(BENCH_ARGS)
+
 # One regime at a time.
-.PHONY: bench-default bench-long bench-catchup bench-global bench-kafka_sink bench-tune bench-cli bench-latency bench-latency-long-batches scale-test
+.PHONY: bench-default bench-long bench-catchup bench-global bench-kafka_sink bench-tune bench-cli bench-dsl bench-latency bench-latency-long-batches scale-test
 bench-default: install $(BENCH_JAR) $(VENV)/.bench-deps .venv-flink/.deps
 	$(PY) benchmarks/bench.py --regime default $(BENCH_ARGS)
 
