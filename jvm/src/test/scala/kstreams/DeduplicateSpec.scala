@@ -325,17 +325,24 @@ class DeduplicateSpec extends SparkSuite {
 
   test("an idle partition's entries are swept by the watermark within max(interval, 10 min)") {
     // Partition 0 moves on by 100 s a micro-batch and drops its dead buckets itself; partition 1
-    // gets one record and goes idle. Its entry (a chunk and its count) must go once the
-    // watermark is 10 minutes past it: compare with the same run without partition 1's record.
+    // gets one record and goes idle (at once: spark.kstreams.partitionIdleTimeout 0 s). Its entry
+    // (a chunk and its count) must go once the watermark is 10 minutes past it: compare with the
+    // same run without partition 1's record. (A partition that delivered within the idle time is
+    // not swept by the watermark: PartitionClockSpec.)
     val busy = (0 to 14).map(i => Seq(at(s"k$i", i * 100.0, offset = i + 1, value = s"v$i")))
-    val withIdle = stateRowsPerBatch(Seq(at("idle", 0, partition = 1, offset = 0, value = "i")) +: busy)
-    val without = stateRowsPerBatch(Seq(at("other", 0, offset = 0, value = "o")) +: busy)
+    spark.conf.set("spark.kstreams.partitionIdleTimeout", "0 seconds")
+    val (withIdle, without) =
+      try
+        (
+          stateRowsPerBatch(Seq(at("idle", 0, partition = 1, offset = 0, value = "i")) +: busy),
+          stateRowsPerBatch(Seq(at("other", 0, offset = 0, value = "o")) +: busy))
+      finally spark.conf.unset("spark.kstreams.partitionIdleTimeout")
     val runs = s"state rows with an idle partition: $withIdle, without: $without"
     // until the watermark is 10 minutes past it, partition 1 holds its chunk, its chunk count,
-    // its stream time and its sweep timer
+    // its stream time, its sweep timer and the time of its last record
     assert(withIdle(5) >= without(5) + 3, runs)
-    // swept: only its stream time is left
-    assert(withIdle.last == without.last + 1, runs)
+    // swept: only its stream time and the time of its last record are left
+    assert(withIdle.last == without.last + 2, runs)
   }
 
   test("output schema is the input's, nullability included (non-null partition and offset)") {

@@ -96,4 +96,52 @@ class PartitionClockSpec extends SparkSuite {
     val (waited, _) = run(batches, minuteWindows)
     assert(waited.filter(_._1 == "a") == Seq(("a", 0L, "1", 1.0), ("a", 0L, "2", 2.0)))
   }
+
+  // ---- the dedup operators: no eviction by another partition's progress ----
+
+  /** Values forwarded, in output order. */
+  private def values(batches: Seq[Seq[Event]], op: DataFrame => DataFrame, restart: Set[Int] = Set.empty) =
+    stream(batches, op, restart)
+
+  test("deduplicate_by_key: a partition an hour behind keeps its entries when the watermark sweeps") {
+    // partition 1 moves the watermark an hour on; partition 0's sweep timer fires (batch 3), but
+    // partition 0 delivered moments ago, so y@5 stays live for y@6 (by partition 0's clock: 6 s)
+    val batches = Seq(
+      Seq(at("y", 5, partition = 0, value = "y5"), at("x", 0, partition = 1, value = "x0")),
+      Seq(at("z", 3600, partition = 1, value = "z3600")),
+      Seq(at("w", 3601, partition = 1, value = "w3601")),
+      Seq(at("y", 6, partition = 0, value = "y6"))
+    )
+    val op = (df: DataFrame) => KStream(df).deduplicateByKey("10 seconds").df
+    assert(values(batches, op) == Seq("y5", "x0", "z3600", "w3601"))
+    assert(values(batches, op, Set(2, 3)) == Seq("y5", "x0", "z3600", "w3601"))
+  }
+
+  test("deduplicate (global): a partition that delivers later is waited for: y@5 is y@15's duplicate") {
+    // the example: partition 1 at 15-31 s first, then partition 0 at 0-7 s, interval 10 s
+    val batches = Seq(
+      Seq(15, 20, 31).map(t => at(if (t == 15) "y" else s"k$t", t, partition = 1, value = s"p1@$t")),
+      Seq(0, 5, 7).map(t => at(if (t == 5) "y" else s"j$t", t, partition = 0, value = s"p0@$t"))
+    )
+    val op = (df: DataFrame) => KStream(df).deduplicate(org.apache.spark.sql.functions.col("key"), "10 seconds").df
+    for (restart <- Seq(Set.empty[Int], Set(1)))
+      assert(values(batches, op, restart) == Seq("p0@0", "p0@7", "p1@15", "p1@20", "p1@31"), restart)
+    // in one micro-batch the lower partition meets the store first (README): y@5 stays, y@15 goes
+    assert(values(Seq(batches.flatten), op) == Seq("p0@0", "p0@5", "p0@7", "p1@20", "p1@31"))
+  }
+
+  test("windowed distinct: a partition an hour behind keeps its open windows when the watermark sweeps") {
+    // partition 1 moves the watermark an hour on and the sweep timers fire (batch 3); partition 0
+    // delivered moments ago, so its window [0, 60 s) of a stays open: a@6 is not a first record
+    val batches = Seq(
+      Seq(at("a", 5, partition = 0, value = "a5"), at("x", 0, partition = 1, value = "x0")),
+      Seq(at("z", 3600, partition = 1, value = "z3600")),
+      Seq(at("w", 3601, partition = 1, value = "w3601")),
+      Seq(at("a", 6, partition = 0, value = "a6"))
+    )
+    val op =
+      (df: DataFrame) => KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("1 minute")).distinct().df
+    assert(values(batches, op) == Seq("a5", "x0", "z3600", "w3601"))
+    assert(values(batches, op, Set(2, 3)) == Seq("a5", "x0", "z3600", "w3601"))
+  }
 }

@@ -94,7 +94,8 @@ private[kstreams] abstract class WindowedAggregateProcessor(
       out: mutable.ArrayBuffer[Row]): Seq[KeyWindow]
 
   override def handleInputRows(group: Int, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
-    clocks.begin()
+    val nowMs = timerValues.getCurrentProcessingTimeInMs()
+    clocks.begin(nowMs)
     val cache = mutable.HashMap.empty[ByteBuffer, KeyWindows]
     val indexed = mutable.HashMap.empty[Long, mutable.LinkedHashSet[ByteBuffer]]
     val out = mutable.ArrayBuffer.empty[Row]
@@ -119,7 +120,7 @@ private[kstreams] abstract class WindowedAggregateProcessor(
         }
       }
     }
-    val evictBefore = clocks.end(timerValues.getCurrentProcessingTimeInMs())
+    val evictBefore = clocks.end(nowMs)
     indexed.foreach { case (bucket, keys) => index.append(bucket, encode(keys.toSeq))(reencode) }
     if (evictBefore != Long.MinValue) index.removeDead(evictBefore) { chunk =>
       decode(chunk).foreach { bytes =>

@@ -7,6 +7,7 @@ import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types.StructType
 
 import kstreams.internal.plan._
+import kstreams.internal.state.PartitionClocks
 
 /** The KIP-655 deduplication operators (spec section 2): `deduplicateByKey`,
   * `deduplicateByKeyValue` and `deduplicate` differ only in the dedup key and in whether state is
@@ -57,7 +58,9 @@ private[kstreams] object Deduplicate {
       hasOffset = resolved.offset.isDefined,
       useTimers = df.isStreaming,
       memorySetting = DedupCaches.memorySetting(df.sparkSession),
-      lateRecords)
+      lateRecords,
+      idleMs = PartitionClocks.idleTimeoutMs(df.sparkSession)
+    )
     run(df, grouped, processor, descriptor, userSchema, lateRecords, metricName)
   }
 
@@ -76,7 +79,9 @@ private[kstreams] object Deduplicate {
       hasOffset = resolved.offset.isDefined,
       useTimers = df.isStreaming,
       memorySetting = DedupCaches.memorySetting(df.sparkSession),
-      lateRecords)
+      lateRecords,
+      idleMs = PartitionClocks.idleTimeoutMs(df.sparkSession)
+    )
     run(df, grouped, processor, descriptor, userSchema, lateRecords, metricName)
   }
 

@@ -110,7 +110,8 @@ private[kstreams] final class GlobalDedupProcessor(
     hasOffset: Boolean,
     useTimers: Boolean,
     memorySetting: Long,
-    lateRecords: LateRecords)
+    lateRecords: LateRecords,
+    idleMs: Long)
     extends StatefulProcessor[Int, SpreadRecord, CompactOutput] {
 
   import GlobalDedupProcessor._
@@ -127,6 +128,7 @@ private[kstreams] final class GlobalDedupProcessor(
   @transient private var groups: ValueState[Int] = _
   @transient private var mode: ValueState[GlobalStoreMode] = _
   @transient private var sweeper: Sweeper = _
+  @transient private var clocks: PartitionClocks = _
   @transient private lazy val budgetBytes = DedupCaches.budgetBytes(memorySetting)
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
@@ -141,6 +143,8 @@ private[kstreams] final class GlobalDedupProcessor(
     groups = getHandle.getValueState[Int]("groups", Encoders.scalaInt, TTLConfig.NONE)
     mode = getHandle.getValueState[GlobalStoreMode]("storeMode", StateEncoders.product[GlobalStoreMode], TTLConfig.NONE)
     sweeper = new Sweeper(getHandle, math.max(intervalMicros, PerPartitionDedupProcessor.IdleSweepMicros))
+    // `streamTimes` is where the clocks were kept before idleness counted (read once, then empty)
+    clocks = new PartitionClocks(getHandle, idleMs, Some(streamTimes))
   }
 
   override def handleInputRows(
@@ -148,11 +152,9 @@ private[kstreams] final class GlobalDedupProcessor(
       rows: Iterator[SpreadRecord],
       timerValues: TimerValues): Iterator[CompactOutput] = {
     val store = new GroupStore(group, checkLayout(group))
-    val times = new StreamTimes(streamTimes)
-    val slowest = slowestStreamTime()
-    // no partition known yet: nothing is dead (and Long.MinValue - interval would wrap around)
-    store.open(if (slowest == Long.MinValue) Long.MinValue else slowest - intervalMicros)
-    val batchMax = mutable.HashMap.empty[Int, Long]
+    val nowMs = timerValues.getCurrentProcessingTimeInMs()
+    clocks.begin(nowMs)
+    store.open(deadBelow(clocks.slowestWaitedFor(nowMs)))
     val emit = new CompactEmitter(lateRecords)
     var lastPartition = Int.MinValue
     var lastOrder = Long.MinValue
@@ -165,10 +167,10 @@ private[kstreams] final class GlobalDedupProcessor(
               "with the query plan.")
         lastPartition = r.partition; lastOrder = r.ordering
         if (r.marker) {
-          batchMax(r.partition) = math.max(batchMax.getOrElse(r.partition, Long.MinValue), r.timestampMicros)
+          clocks.marker(r.partition, r.timestampMicros)
           null
         } else {
-          val liveFrom = math.max(times.current(r.partition), r.streamTimeMicros) - intervalMicros
+          val liveFrom = clocks.streamTime(r.partition, r.streamTimeMicros) - intervalMicros
           if (r.keyNull) emit.forward(r.payload)
           else if (!shouldForward(r, liveFrom, store)) emit.duplicate()
           else emit.forwardable(r.payload, late = r.timestampMicros < liveFrom)
@@ -177,8 +179,7 @@ private[kstreams] final class GlobalDedupProcessor(
       .filter(_ != null)
     emitted ++ {
       store.close(Long.MinValue) // (the global store judges liveness per partition, not by one bound)
-      batchMax.foreach { case (p, ts) => times.advance(p, ts) }
-      times.flush()
+      clocks.end(nowMs)
       if (useTimers) sweeper.ensureArmed(timerValues)
       emit.counts
     }
@@ -424,10 +425,10 @@ private[kstreams] final class GlobalDedupProcessor(
   }
 
   /** The smallest stream time of the partitions this group knows (Long.MinValue for none). */
-  private def slowestStreamTime(): Long = {
-    val slowest = streamTimes.values().foldLeft(Long.MaxValue)(math.min)
-    if (slowest == Long.MaxValue) Long.MinValue else slowest
-  }
+  /** The bound below which an entry is dead for every partition awaited when the slowest of them
+    * is at `slowest` (nothing is dead while that is unknown; Long.MinValue - interval would wrap
+    * around). */
+  private def deadBelow(slowest: Long): Long = if (slowest == Long.MinValue) Long.MinValue else slowest - intervalMicros
 
   /** The group's store mode; refuses state written with another group count, or by the
     * single-group `deduplicate` of kstreams before the spread (its one group 0 kept `streamTimes`
@@ -453,8 +454,12 @@ private[kstreams] final class GlobalDedupProcessor(
       timerValues: TimerValues,
       expiredTimerInfo: ExpiredTimerInfo): Iterator[CompactOutput] = {
     val stored = checkLayout(group)
-    sweeper.fired(timerValues, streamTimes)(sweepTime =>
-      new GroupStore(group, stored).sweep(sweepTime - intervalMicros))
+    // by the partitions' own clocks, never by the watermark (which follows the fastest partition:
+    // it would evict entries still live for a slower one)
+    val nowMs = timerValues.getCurrentProcessingTimeInMs()
+    clocks.begin(nowMs)
+    sweeper.firedAt(timerValues, clocks.slowestWaitedFor(nowMs))(sweepTime =>
+      new GroupStore(group, stored).sweep(deadBelow(sweepTime)))
     Iterator.empty
   }
 }

@@ -65,7 +65,8 @@ private[kstreams] final class PerPartitionDedupProcessor(
     hasOffset: Boolean,
     useTimers: Boolean,
     memorySetting: Long,
-    lateRecords: LateRecords)
+    lateRecords: LateRecords,
+    idleMs: Long)
     extends StatefulProcessor[Int, CompactRecord, CompactOutput]
     with RealTimeCapable {
 
@@ -82,6 +83,7 @@ private[kstreams] final class PerPartitionDedupProcessor(
   @transient private var entries: MapState[Array[Byte], DedupEntry] = _
   @transient private var mode: ValueState[DedupStoreMode] = _
   @transient private var sweeper: Sweeper = _
+  @transient private var lastRecordMs: ValueState[Long] = _
   @transient private lazy val budgetBytes = DedupCaches.budgetBytes(memorySetting)
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
@@ -94,6 +96,7 @@ private[kstreams] final class PerPartitionDedupProcessor(
       TTLConfig.NONE)
     mode = getHandle.getValueState[DedupStoreMode]("mode", StateEncoders.product[DedupStoreMode], TTLConfig.NONE)
     sweeper = new Sweeper(getHandle, math.max(intervalMicros, IdleSweepMicros))
+    lastRecordMs = getHandle.getValueState[Long]("lastRecordMs", Encoders.scalaLong, TTLConfig.NONE)
   }
 
   /** Groups whose store is open in this task. In a micro-batch a group's records come in one
@@ -155,6 +158,8 @@ private[kstreams] final class PerPartitionDedupProcessor(
     def close(timerValues: TimerValues): Iterator[CompactOutput] = {
       times.advance(partition, streamTime)
       times.flush()
+      val nowMs = timerValues.getCurrentProcessingTimeInMs()
+      if (nowMs >= 0) lastRecordMs.update(nowMs)
       store.close(streamTime - intervalMicros)
       if (useTimers) sweeper.ensureArmed(timerValues)
       emit.counts
@@ -308,8 +313,13 @@ private[kstreams] final class PerPartitionDedupProcessor(
       expiredTimerInfo: ExpiredTimerInfo): Iterator[CompactOutput] = {
     // A real-time query checks timers between records: a group whose store is open here is not
     // idle (it drops its dead buckets itself when it opens), and sweeping under its open map
-    // would change the state beneath it, so the timer is only armed again.
-    if (open.contains(group)) sweeper.fired(timerValues, streamTimes)(_ => true)
+    // would change the state beneath it, so the timer is only armed again. Nor is a partition
+    // that delivered within the idle time (spark.kstreams.partitionIdleTimeout): it drops what its
+    // own stream time passed at its next micro-batch, and the watermark, which follows the
+    // fastest partition, would take entries still live for it (spec section 8).
+    val nowMs = timerValues.getCurrentProcessingTimeInMs()
+    val delivering = nowMs >= 0 && lastRecordMs.exists() && nowMs - lastRecordMs.get() <= idleMs
+    if (open.contains(group) || delivering) sweeper.fired(timerValues, streamTimes)(_ => true)
     else
       sweeper.fired(timerValues, streamTimes) { sweepTime =>
         val evictBelow = sweepTime - intervalMicros

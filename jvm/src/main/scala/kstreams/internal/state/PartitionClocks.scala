@@ -5,7 +5,7 @@ package state
 import scala.collection.mutable
 
 import org.apache.spark.sql.{Encoders, SparkSession}
-import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig}
+import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig, ValueState}
 
 /** What one group of a [[kstreams.internal.plan.TaskClocks]] processor knows of an input
   * partition: its stream time (largest timestamp so far, micros) and the processing time of the
@@ -21,28 +21,48 @@ private[kstreams] final case class PartitionClock(streamTimeMicros: Long, lastRe
   * state that every such partition's clock has passed can go (spec section 8). A partition that
   * delivered nothing for longer than `idleMs` of processing time is not waited for, so that a
   * partition gone quiet does not hold back the eviction of the others' state (README, "Stream
-  * time per partition"); should it come back, its records may find state of theirs evicted.
+  * time per partition"); should it come back, its records may find state of theirs evicted. A
+  * partition not seen yet is waited for during the first `idleMs` of the group (a query's
+  * partitions need not all deliver in its first micro-batch).
   *
   * {{{
-  *   clocks.begin()
+  *   clocks.begin(timerValues.getCurrentProcessingTimeInMs())
   *   rows.foreach(r => if (marker) clocks.marker(p, ts) else judge(r, clocks.streamTime(p, batchStreamTime)))
   *   val evictBefore = clocks.end(timerValues.getCurrentProcessingTimeInMs())
   * }}}
   */
-private[kstreams] final class PartitionClocks(handle: StatefulProcessorHandle, idleMs: Long) {
+private[kstreams] final class PartitionClocks(
+    handle: StatefulProcessorHandle,
+    idleMs: Long,
+    legacyStreamTimes: Option[MapState[Int, Long]] = None) {
   private val state: MapState[Int, PartitionClock] = handle.getMapState[Int, PartitionClock](
     "partitionClocks",
     Encoders.scalaInt,
     StateEncoders.product[PartitionClock],
     TTLConfig.NONE)
+  private val started: ValueState[Long] =
+    handle.getValueState[Long]("clocksStartedMs", Encoders.scalaLong, TTLConfig.NONE)
   private val clocks = mutable.HashMap.empty[Int, PartitionClock]
   private val batchMax = mutable.HashMap.empty[Int, Long]
+  private var startedMs = -1L
 
-  /** Reads the clocks as the micro-batch starts. */
-  def begin(): Unit = {
+  /** Reads the clocks as the micro-batch starts. A store that kept only stream times
+    * (`legacyStreamTimes`, written before the clocks existed) is taken over once, its partitions
+    * counted as delivering now. */
+  def begin(nowMs: Long): Unit = {
     clocks.clear()
     batchMax.clear()
     state.iterator().foreach { case (p, c) => clocks(p) = c }
+    legacyStreamTimes.filter(_.exists()).foreach { legacy =>
+      legacy.iterator().foreach { case (p, ts) =>
+        val clock = PartitionClock(ts, nowMs)
+        clocks(p) = clock
+        state.updateValue(p, clock)
+      }
+      legacy.clear()
+    }
+    startedMs = if (started.exists()) started.get() else -1L
+    if (startedMs < 0 && nowMs >= 0) { startedMs = nowMs; started.update(nowMs) }
   }
 
   /** The stream time of `partition` at one of its records whose stream time within the
@@ -57,9 +77,24 @@ private[kstreams] final class PartitionClocks(handle: StatefulProcessorHandle, i
   def marker(partition: Int, maxMicros: Long): Unit =
     batchMax(partition) = math.max(batchMax.getOrElse(partition, Long.MinValue), maxMicros)
 
-  /** Ends the micro-batch run at processing time `nowMs` (negative: unknown, then no partition is
-    * idle): advances and stores the clocks of the partitions that delivered, and returns the
-    * smallest stream time of the partitions not idle (Long.MinValue when none is known). */
+  /** The stream time every partition that can still deliver has reached, at processing time
+    * `nowMs`: the smallest clock of the partitions not idle (of all, the largest, when all are
+    * idle); Long.MinValue while a partition not
+    * seen yet may still come (within the idle time of this group's first micro-batch, since its
+    * clock is unknown) or when none is known. With `nowMs` negative (unknown: a batch
+    * DataFrame) no partition is idle and none is awaited. */
+  def slowestWaitedFor(nowMs: Long): Long =
+    if (nowMs >= 0 && nowMs - startedMs <= idleMs) Long.MinValue
+    else {
+      val waitedFor = clocks.values.filter(c => nowMs < 0 || c.lastRecordMs < 0 || nowMs - c.lastRecordMs <= idleMs)
+      if (waitedFor.nonEmpty) waitedFor.map(_.streamTimeMicros).min
+      // every partition idle: none holds the others back, the most advanced clock counts
+      else if (clocks.nonEmpty) clocks.values.map(_.streamTimeMicros).max
+      else Long.MinValue
+    }
+
+  /** Ends the micro-batch run at processing time `nowMs`: advances and stores the clocks of the
+    * partitions that delivered, and returns [[slowestWaitedFor]]. */
   def end(nowMs: Long): Long = {
     batchMax.foreach { case (p, maxMicros) =>
       val before = clocks.get(p).map(_.streamTimeMicros).getOrElse(Long.MinValue)
@@ -67,8 +102,7 @@ private[kstreams] final class PartitionClocks(handle: StatefulProcessorHandle, i
       clocks(p) = clock
       state.updateValue(p, clock)
     }
-    val waitedFor = clocks.values.filter(c => nowMs < 0 || c.lastRecordMs < 0 || nowMs - c.lastRecordMs <= idleMs)
-    if (waitedFor.isEmpty) Long.MinValue else waitedFor.map(_.streamTimeMicros).min
+    slowestWaitedFor(nowMs)
   }
 }
 

@@ -32,6 +32,13 @@ private[kstreams] final class Sweeper(handle: StatefulProcessorHandle, periodMic
     if (sweep(streamTime)) arm(watermarkMs)
   }
 
+  /** The timer fired, for a processor that knows the stream time no record of the group can be
+    * behind any more (`streamTime`, Long.MinValue while unknown): `sweep` as in [[fired]]. */
+  def firedAt(timerValues: TimerValues, streamTime: Long)(sweep: Long => Boolean): Unit = {
+    pending.clear()
+    if (streamTime == Long.MinValue || sweep(streamTime)) arm(timerValues.getCurrentWatermarkInMs())
+  }
+
   private def arm(watermarkMs: Long): Unit = {
     val at = math.max(watermarkMs, 0L) + everyMs
     handle.registerTimer(at)

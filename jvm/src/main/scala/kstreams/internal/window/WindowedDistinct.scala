@@ -35,8 +35,7 @@ private[kstreams] object WindowedDistinct {
       "kstreams_windowed_distinct",
       lateRecords,
       _.windows(windows),
-      (layout, keySchema, timers, lateReason) =>
-        new TumblingDistinctProcessor(layout, keySchema, windows, timers, lateReason)
+      new TumblingDistinctProcessor(_, _, windows, _, _, _)
     )
 
   def session(
@@ -51,8 +50,7 @@ private[kstreams] object WindowedDistinct {
       "kstreams_session_distinct",
       lateRecords,
       _.windows(windows),
-      (layout, keySchema, timers, lateReason) =>
-        new SessionDistinctProcessor(layout, keySchema, windows, timers, lateReason)
+      new SessionDistinctProcessor(_, _, windows, _, _, _)
     )
 
   /** The result, and with [[LateRecords.SideOutput]] the result with the records of closed windows
@@ -64,7 +62,7 @@ private[kstreams] object WindowedDistinct {
       metricName: String,
       lateRecords: LateRecords,
       windowSettings: OperatorDescriptor => OperatorDescriptor,
-      processor: (ArrivalOrder.Layout, StructType, Boolean, String) => StatefulProcessor[Int, Row, Row])
+      processor: (ArrivalOrder.Layout, StructType, Boolean, String, Long) => StatefulProcessor[Int, Row, Row])
       : (DataFrame, Option[DataFrame]) = {
     // a closed window's result is final: its late records can be dropped or routed, not forwarded
     val lateReason = lateRecords match {
@@ -88,7 +86,7 @@ private[kstreams] object WindowedDistinct {
       .otherwise(struct(timestamp_micros(col(Start)).as("start"), timestamp_micros(col(End)).as("end")))
     val all = Stateful.runAll(
       prepared.grouped,
-      processor(prepared.layout, keySchema, df.isStreaming, lateReason),
+      processor(prepared.layout, keySchema, df.isStreaming, lateReason, PartitionClocks.idleTimeoutMs(df.sparkSession)),
       windowSettings(OperatorDescriptor.arrivalOrder(metricName, resolved))
         .column("key", Some(key.name)),
       Stateful.eventTime(df.isStreaming),
@@ -117,7 +115,8 @@ private[kstreams] abstract class WindowProcessor(
     layout: ArrivalOrder.Layout,
     retainMicros: Long,
     useTimers: Boolean,
-    protected val lateReason: String)
+    protected val lateReason: String,
+    idleMs: Long)
     extends StatefulProcessor[Int, Row, Row]
     with RealTimeCapable {
 
@@ -127,6 +126,8 @@ private[kstreams] abstract class WindowProcessor(
 
   @transient protected var streamTimes: MapState[Int, Long] = _
   @transient private var sweeper: Sweeper = _
+  @transient private var lastRecordMs: ValueState[Long] = _
+  @transient private lazy val written = scala.collection.mutable.HashMap.empty[Int, Long]
 
   protected def initStore(): Unit
 
@@ -139,6 +140,7 @@ private[kstreams] abstract class WindowProcessor(
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
     streamTimes = getHandle.getMapState[Int, Long]("streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
     sweeper = new Sweeper(getHandle, retainMicros)
+    lastRecordMs = getHandle.getValueState[Long]("lastRecordMs", Encoders.scalaLong, TTLConfig.NONE)
     initStore()
   }
 
@@ -153,6 +155,9 @@ private[kstreams] abstract class WindowProcessor(
       else process(row, key, ts, streamTime)
     } ++ {
       times.flush()
+      val nowMs = timerValues.getCurrentProcessingTimeInMs()
+      // once per group and micro-batch (a real-time query calls once per record)
+      if (nowMs >= 0 && !written.get(group).contains(nowMs)) { lastRecordMs.update(nowMs); written(group) = nowMs }
       if (useTimers) sweeper.ensureArmed(timerValues)
       Iterator.empty
     }
@@ -162,7 +167,13 @@ private[kstreams] abstract class WindowProcessor(
       group: Int,
       timerValues: TimerValues,
       expiredTimerInfo: ExpiredTimerInfo): Iterator[Row] = {
-    sweeper.fired(timerValues, streamTimes)(sweep)
+    // the watermark follows the fastest partition: it sweeps only a partition idle for longer than
+    // spark.kstreams.partitionIdleTimeout; one still delivering is swept by its own stream time
+    val nowMs = timerValues.getCurrentProcessingTimeInMs()
+    if (nowMs >= 0 && lastRecordMs.exists() && nowMs - lastRecordMs.get() <= idleMs) {
+      val own = streamTimes.values().foldLeft(Long.MinValue)(math.max)
+      sweeper.firedAt(timerValues, own)(sweep)
+    } else sweeper.fired(timerValues, streamTimes)(sweep)
     Iterator.empty
   }
 }
@@ -173,8 +184,9 @@ private[kstreams] final class TumblingDistinctProcessor(
     keySchema: StructType,
     windows: TimeWindows,
     useTimers: Boolean,
-    lateReason: String)
-    extends WindowProcessor(layout, windows.sizeMicros + windows.graceMicros, useTimers, lateReason) {
+    lateReason: String,
+    idleMs: Long)
+    extends WindowProcessor(layout, windows.sizeMicros + windows.graceMicros, useTimers, lateReason, idleMs) {
 
   private val windowKeySchema = keySchema.add("windowStart", LongType, nullable = false)
   @transient private var openWindows: MapState[Row, Long] = _
@@ -214,8 +226,9 @@ private[kstreams] final class SessionDistinctProcessor(
     keySchema: StructType,
     windows: SessionWindows,
     useTimers: Boolean,
-    lateReason: String)
-    extends WindowProcessor(layout, windows.gapMicros + windows.graceMicros, useTimers, lateReason) {
+    lateReason: String,
+    idleMs: Long)
+    extends WindowProcessor(layout, windows.gapMicros + windows.graceMicros, useTimers, lateReason, idleMs) {
 
   @transient private var sessions: MapState[Row, KeySessions] = _
 
