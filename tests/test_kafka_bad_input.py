@@ -39,10 +39,6 @@ BAD = [
 ]
 
 
-# partition 0, offset 6: a duplicate that passes after partition 1's far-future record (see below)
-EARLY_EVICTION_DUPLICATE = (0, 6, "a", value("1"))
-
-
 @pytest.fixture(scope="module")
 def bad_topic(kafka):
     topic = kafka.create_topic("bad-in", 2)
@@ -85,11 +81,11 @@ def test_bad_records_follow_the_spec(spark, kafka, bad_topic, tmp_path, operator
         )
     query = run(spark, kafka, topic, op, tmp_path)
     got = parquet_rows(spark, str(tmp_path / "out"))
-    # Nothing lost. One duplicate more than the spec gives: the far-future record on partition 1
-    # moves the query's watermark (global, across partitions) to 2200, so the sweep removes
-    # partition 0's entry for "a" while partition 0's stream time still makes it live (README:
-    # results do not depend on sweeps "as long as no partition's stream time lags the watermark").
-    assert got == sorted(rows_of(expected) + [EARLY_EVICTION_DUPLICATE])
+    # Exactly the spec's records: the far-future record on partition 1 moves the query's watermark
+    # (global, across partitions) to 2200, but partition 0 still delivers, so the sweep does not
+    # take its entry for "a", live by partition 0's own stream time (spec section 8; README,
+    # "Eviction and the watermark"): its duplicate at offset 6 is dropped
+    assert got == sorted(rows_of(expected))
     (counts,) = operator_metrics(query.recentProgress).values()
     assert counts["forwarded"] + counts["duplicates_dropped"] == len(records)
     assert counts["forwarded"] == len(got)

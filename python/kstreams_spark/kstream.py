@@ -798,8 +798,9 @@ def _table(jtable: JavaObject, stream: KStream) -> KTable:
 
 class JoinWindows:
     """The window of a stream-stream join: records join when ``|t1 - t2| <= time_difference``;
-    a record's window closes once the watermark passes ``t + time_difference + grace`` (a
-    left/outer join then emits it unmatched), and it stays joinable until the watermark reaches
+    a record's window closes once its task's stream time (partition ``p`` of both sides, spec
+    section 5) passes ``t + time_difference + grace`` (a left/outer join then emits it
+    unmatched), and it stays joinable until its side's stream time reaches
     ``t + 2 * time_difference + grace``, the retention of Kafka Streams' join stores. Builds
     Scala's ``kstreams.JoinWindows``.
 

@@ -3,10 +3,11 @@ package kstreams
 import java.time.Duration
 
 /** The join window of a KStream-KStream join: records join when `|t1 - t2| <= timeDifference`.
-  * A record's window closes once the query's watermark passes `t + timeDifference + grace`; then
-  * a left/outer join emits it unmatched. The record stays joinable until the watermark reaches
-  * `t + 2 * timeDifference + grace`, the retention of Kafka Streams' join window stores, so a
-  * record of the other side that is not late still finds it.
+  * A record's window closes once its task's stream time (partition `p` of both sides, spec
+  * section 5) passes `t + timeDifference + grace`; then a left/outer join emits it unmatched. The
+  * record stays joinable until its side's stream time reaches `t + 2 * timeDifference + grace`,
+  * the retention of Kafka Streams' join window stores, so a record of the other side that is not
+  * late still finds it.
   *
   * {{{ JoinWindows.ofTimeDifferenceWithNoGrace(Duration.ofMillis(100)) }}}
   */

@@ -144,4 +144,42 @@ class PartitionClockSpec extends SparkSuite {
     assert(values(batches, op) == Seq("a5", "x0", "z3600", "w3601"))
     assert(values(batches, op, Set(2, 3)) == Seq("a5", "x0", "z3600", "w3601"))
   }
+
+  // ---- stream-stream joins: each task's clock (partition p of both sides) ----
+
+  /** (key, value, timestamp in ms) of a left join of the records whose value starts with "L"
+    * against those whose value starts with "R", 10 ms, no grace, in output order. */
+  private def leftJoined(batches: Seq[Seq[Event]], restart: Set[Int]): Seq[(String, String, Long)] = {
+    val op = (df: DataFrame) => {
+      def side(prefix: String) = KStream(df.where(org.apache.spark.sql.functions.col("value").startsWith(prefix)))
+      side("L")
+        .leftJoin(
+          side("R"),
+          (l, r) => org.apache.spark.sql.functions.concat_ws("+", l, r),
+          JoinWindows.ofTimeDifferenceWithNoGrace("10 milliseconds"))
+        .df
+    }
+    val numbered = Event.numbered(batches.flatten).iterator
+    streamRows(batches.map(_.map(_ => numbered.next())), Encoders.product[Event], op, restart).map(r =>
+      (r.getAs[String]("key"), r.getAs[String]("value"), r.getAs[Timestamp]("timestamp").getTime - Event.Base))
+  }
+
+  private def ms(key: String, millis: Long, partition: Int, value: String) =
+    at(key, millis / 1000.0, partition = partition, value = value)
+
+  test("left join: a partition an hour ahead does not close a slower partition's window") {
+    // partition 1 is an hour on; a@1 on partition 0 still joins a@5 of its own partition, and is
+    // never emitted unmatched (its task's stream time never passes its window)
+    val batches = Seq(Seq(ms("a", 1, 0, "L1"), ms("b", 3600000, 1, "Lb")), Seq(ms("a", 5, 0, "R5")))
+    for ((split, restart) <- Seq(Seq(batches.flatten) -> Set.empty[Int], batches -> Set(1)))
+      assert(leftJoined(split, restart) == Seq(("a", "L1+R5", 5L)), split)
+  }
+
+  test("left join: a record that comes after its partition's stream time passed the store's retention finds nothing") {
+    // one partition: l25@92 leaves the left store once the left side is at 186 (retention 20 ms),
+    // and is emitted unmatched once the task passed 102; r44@98 comes after w@190 on its side
+    val records = Seq(ms("k", 92, 0, "L25"), ms("z", 186, 0, "Lz"), ms("w", 190, 0, "Rw"), ms("k", 98, 0, "R44"))
+    for ((split, restart) <- Seq(Seq(records) -> Set.empty[Int], Seq(records.take(3), records.drop(3)) -> Set(1)))
+      assert(leftJoined(split, restart) == Seq(("k", "L25", 92L)), split)
+  }
 }

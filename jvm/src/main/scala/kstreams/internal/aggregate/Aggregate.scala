@@ -104,7 +104,7 @@ private[kstreams] object Aggregate {
     // one metric shape for every aggregation, whether or not a reason can occur in it
     val reasons = Seq(DropReasons.NullKey, DropReasons.NullValue, late.reason, DropReasons.Idempotent)
     val idleMs = PartitionClocks.idleTimeoutMs(spark)
-    def spread = TaskClocks.prepare(input)
+    def spread = TaskClocks.prepare(input, join = false)
     val keyType = input.keyField.dataType
     val all = windowing match {
       case Unwindowed =>

@@ -11,9 +11,8 @@ import org.apache.spark.sql.kstreams.{ColumnFunction, ValueSerializer}
 import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types._
 
-import kstreams.internal.dedup.TimeBucketChunks
 import kstreams.internal.plan._
-import kstreams.internal.state.PartitionClocks
+import kstreams.internal.state.{KeyBuckets, PartitionClocks}
 
 /** One window of a key: its bounds (micros), aggregate and result timestamp (KIP-258). */
 private[aggregate] final case class KeyWindow(start: Long, end: Long, aggregate: Any, ts: Long)
@@ -32,7 +31,7 @@ private[aggregate] final class KeyWindows(val key: Any, var windows: Vector[KeyW
   * with their stream time within the micro-batch, then its markers. State per group:
   *  - `windows`: key (its serialized bytes) -> the key and its windows (few per key: a tumbling
   *    window per `size` of its grace, or its sessions);
-  *  - `chunks`/`chunkCounts` ([[TimeBucketChunks]]): the keys written under each bucket of their
+  *  - `chunks`/`chunkCounts` ([[KeyBuckets]]): the keys written under each bucket of their
   *    windows' expiry, so eviction reads only the keys of buckets that died;
   *  - `partitionClocks` ([[PartitionClocks]]): every partition's stream time.
   *
@@ -53,7 +52,7 @@ private[kstreams] abstract class WindowedAggregateProcessor(
     extends StatefulProcessor[Int, Row, Row] {
 
   @transient private var entries: MapState[Array[Byte], Row] = _
-  @transient private var index: TimeBucketChunks = _
+  @transient private var index: KeyBuckets = _
   @transient private var clocks: PartitionClocks = _
   @transient private lazy val keyBytes = new ValueSerializer(keyType)
 
@@ -70,7 +69,7 @@ private[kstreams] abstract class WindowedAggregateProcessor(
     val entry = StructType(
       Seq(StructField("key", keyType), StructField("windows", ArrayType(window, containsNull = false))))
     entries = getHandle.getMapState[Array[Byte], Row]("windows", Encoders.BINARY, Encoders.row(entry), TTLConfig.NONE)
-    index = new TimeBucketChunks(getHandle, bucketMicros)
+    index = new KeyBuckets(getHandle, bucketMicros, "chunks")
     clocks = new PartitionClocks(getHandle, idleMs)
   }
 
@@ -97,38 +96,27 @@ private[kstreams] abstract class WindowedAggregateProcessor(
     val nowMs = timerValues.getCurrentProcessingTimeInMs()
     clocks.begin(nowMs)
     val cache = mutable.HashMap.empty[ByteBuffer, KeyWindows]
-    val indexed = mutable.HashMap.empty[Long, mutable.LinkedHashSet[ByteBuffer]]
     val out = mutable.ArrayBuffer.empty[Row]
-    var (lastPartition, lastSeq) = (Int.MinValue, Long.MinValue)
+    val order = new TaskOrderCheck(layout, "a windowed aggregation")
     rows.foreach { r =>
-      val partition = r.getInt(keyed.partitionIndex)
-      val seq = r.getLong(layout.taskSeqIndex)
-      if (partition < lastPartition || (partition == lastPartition && seq < lastSeq))
-        throw new IllegalStateException(
-          s"kstreams internal error: partition $partition arrived out of order in a windowed aggregation " +
-            s"($seq after partition $lastPartition, $lastSeq). Please report this with the query plan.")
-      lastPartition = partition; lastSeq = seq
-      if (r.getBoolean(layout.markerIndex)) clocks.marker(partition, r.getLong(keyed.tsIndex))
+      val partition = order.check(r)
+      if (r.getBoolean(layout.markerIndex)) clocks.marker(partition, r.getLong(layout.batchStreamTimeIndex))
       else if (r.isNullAt(keyed.keyIndex)) out += drop(DropReasons.NullKey)
       else {
         val key = r.get(keyed.keyIndex)
         val bytes = ByteBuffer.wrap(keyBytes(key))
         val entry = cache.getOrElseUpdate(bytes, load(bytes).getOrElse(new KeyWindows(key, Vector.empty)))
         val streamTime = clocks.streamTime(partition, r.getLong(layout.batchStreamTimeIndex))
-        fold(entry, r, r.getLong(keyed.tsIndex), streamTime, out).foreach { w =>
-          indexed.getOrElseUpdate(index.bucketOf(expiryMicros(w)), mutable.LinkedHashSet.empty) += bytes
-        }
+        fold(entry, r, r.getLong(keyed.tsIndex), streamTime, out).foreach(w => index.add(expiryMicros(w), bytes))
       }
     }
     val evictBefore = clocks.end(nowMs)
-    indexed.foreach { case (bucket, keys) => index.append(bucket, encode(keys.toSeq))(reencode) }
-    if (evictBefore != Long.MinValue) index.removeDead(evictBefore) { chunk =>
-      decode(chunk).foreach { bytes =>
-        cache.get(bytes).orElse(load(bytes)).foreach { entry =>
-          cache(bytes) = entry
-          val kept = keep(entry.windows, evictBefore)
-          if (kept.size != entry.windows.size) { entry.windows = kept; entry.changed = true }
-        }
+    index.flush()
+    if (evictBefore != Long.MinValue) index.removeDead(evictBefore) { bytes =>
+      cache.get(bytes).orElse(load(bytes)).foreach { entry =>
+        cache(bytes) = entry
+        val kept = keep(entry.windows, evictBefore)
+        if (kept.size != entry.windows.size) { entry.windows = kept; entry.changed = true }
       }
     }
     cache.foreach { case (bytes, entry) =>
@@ -152,26 +140,6 @@ private[kstreams] abstract class WindowedAggregateProcessor(
           row.get(0),
           row.getSeq[Row](1).map(w => KeyWindow(w.getLong(0), w.getLong(1), w.get(2), w.getLong(3))).toVector))
     }
-
-  private def encode(keys: Seq[ByteBuffer]): Seq[Array[Byte]] =
-    TimeBucketChunks.encodeChunks(keys.size)(i => 4 + keys(i).remaining()) { (out: ByteBuffer, i: Int) =>
-      out.putInt(keys(i).remaining())
-      out.put(keys(i).duplicate())
-    }
-
-  private def decode(chunk: Array[Byte]): Seq[ByteBuffer] = {
-    val in = ByteBuffer.wrap(chunk)
-    val keys = Vector.newBuilder[ByteBuffer]
-    while (in.hasRemaining) {
-      val bytes = new Array[Byte](in.getInt())
-      in.get(bytes)
-      keys += ByteBuffer.wrap(bytes)
-    }
-    keys.result()
-  }
-
-  /** A bucket's chunks rewritten with each key once (its chunk numbers ran out). */
-  private def reencode(chunks: Seq[Array[Byte]]): Seq[Array[Byte]] = encode(chunks.flatMap(decode).distinct)
 }
 
 /** Tumbling windows (Kafka's `TimeWindows`, `KStreamWindowAggregate`): a record of timestamp `ts`

@@ -12,7 +12,8 @@ import org.apache.spark.sql.types._
 import kstreams.internal.plan.HelperColumns._
 import kstreams.internal.plan.HelperColumns.quote
 
-/** Input of the per-key processors (aggregations, tables, joins): one or more streams ("sides")
+/** Input of the per-key processors (plain aggregations, tables, table joins; the windowed ones
+  * and stream-stream joins regroup it by [[TaskClocks]]): one or more streams ("sides")
   * brought to one schema and grouped by their key, so that one `transformWithState` group holds
   * everything a key needs, like a Kafka Streams store partitioned by key.
   *

@@ -23,8 +23,8 @@ import kstreams.internal.plan.HelperColumns._
   *  - a first shuffle by partition (a task: partition `p` of every side, co-partitioned as in
   *    Kafka) sorts each partition's records in arrival order; there each record gets its place in
   *    the task ([[HelperColumns.TaskSeq]]) and its partition's stream time within the micro-batch
-  *    up to and including itself ([[HelperColumns.BatchStreamTime]]; records with a null key do
-  *    not move it, as in Kafka), and after a partition's
+  *    up to and including itself ([[HelperColumns.BatchStreamTime]]; whether records with a null
+  *    key move it is the operator's, as in Kafka), and after a partition's
   *    records one marker row per group carries the partition's largest timestamp
   *    ([[HelperColumns.Marker]]), so that a group hears of every partition that delivered;
   *  - a second shuffle by group (placed round-robin, [[org.apache.spark.sql.kstreams.GroupPlacement]])
@@ -49,33 +49,57 @@ private[kstreams] object TaskClocks {
   def describe(descriptor: OperatorDescriptor): OperatorDescriptor =
     descriptor.setting("clock", "partition").setting("groups", Groups.toString)
 
-  /** Positions in a group's rows: [[Keyed.Layout]]'s, then these. */
-  final case class Layout(keyed: Keyed.Layout, taskSeqIndex: Int, batchStreamTimeIndex: Int, markerIndex: Int)
+  /** Positions in a group's rows: [[Keyed.Layout]]'s, then these; clock `i` of a record at
+    * `clockIndex(i)` (see [[prepare]]; clock 0 is [[HelperColumns.BatchStreamTime]]). */
+  final case class Layout(keyed: Keyed.Layout, taskSeqIndex: Int, clockCount: Int) {
+    def clockIndex(clock: Int): Int = taskSeqIndex + 1 + clock
+    val batchStreamTimeIndex: Int = clockIndex(0)
+    val markerIndex: Int = clockIndex(clockCount)
+  }
 
   /** `keyed`'s rows grouped by key hash, in the order above. */
   final case class Input(grouped: KeyValueGroupedDataset[Int, Row], layout: Layout)
 
-  def prepare(keyed: Keyed.Input): Input = {
+  /** Clocks of a join's task, in the order [[prepare]] gives them with `join`. */
+  val TaskClock = 0
+  def sideClock(side: Int): Int = 1 + side
+  val EmitClock = 3
+
+  /** @param join the clocks of a stream-stream join (Kafka's `KStreamKStreamJoin`): 0 the task's
+    *             stream time over every record (it advances before a record with a null key or
+    *             value is skipped), 1 and 2 each side's window-store time (the largest timestamp
+    *             of that side's records with a key: `KStreamJoinWindow` puts those), 3 the time at
+    *             which closed unmatched records are emitted (the largest timestamp of records with
+    *             a key and a value that did not go back in time: Kafka emits before such a record
+    *             only). Without: one clock, over the records with a key (Kafka's windowed
+    *             aggregations skip a null-key record before it moves their stream time). */
+  def prepare(keyed: Keyed.Input, join: Boolean): Input = {
     val rows = keyed.rows.select(col("*"), col(Partition).as(Task), pmod(hash(col(Key)), lit(Groups)).as(Group))
     val byTask = ArrivalOrderSort.partitionAndSort(rows, Task, Seq(Side, Order), roundRobin = true)
     val inSchema = byTask.schema
+    val clockCount = if (join) 4 else 1
     // every column nullable: a marker row has no key or value
     val schema = StructType(
-      inSchema.fields.toSeq.map(_.copy(nullable = true)) ++ Seq(
-        StructField(TaskSeq, LongType, nullable = false),
-        StructField(BatchStreamTime, LongType, nullable = false),
-        StructField(Marker, BooleanType, nullable = false)))
-    val annotate = new Annotate(keyed.layout, inSchema.size, inSchema.fieldIndex(Task), inSchema.fieldIndex(Group))
+      inSchema.fields.toSeq.map(_.copy(nullable = true)) ++
+        Seq(StructField(TaskSeq, LongType, nullable = false)) ++
+        (0 until clockCount).map(i =>
+          StructField(if (i == 0) BatchStreamTime else s"$BatchStreamTime$i", LongType, nullable = false)) ++
+        Seq(StructField(Marker, BooleanType, nullable = false)))
+    val annotate =
+      new Annotate(keyed.layout, inSchema.size, inSchema.fieldIndex(Task), inSchema.fieldIndex(Group), join)
     val annotated = byTask.mapPartitions(annotate.apply _)(Encoders.row(schema)).toDF()
     val sorted = ArrivalOrderSort.partitionAndSort(annotated, Group, Seq(Partition, TaskSeq), roundRobin = true)
     Input(
       sorted.groupBy(col(Group)).as[Int, Row](Encoders.scalaInt, Encoders.row(schema)),
-      Layout(keyed.layout, inSchema.size, inSchema.size + 1, inSchema.size + 2))
+      Layout(keyed.layout, inSchema.size, clockCount))
   }
 
   /** The first shuffle's per-task work (see the object's doc), over one task's rows sorted by
     * (partition, side, order). */
-  private final class Annotate(layout: Keyed.Layout, width: Int, taskIndex: Int, groupIndex: Int) extends Serializable {
+  private final class Annotate(layout: Keyed.Layout, width: Int, taskIndex: Int, groupIndex: Int, join: Boolean)
+      extends Serializable {
+    private val clockCount = if (join) 4 else 1
+    private val rowWidth = width + 2 + clockCount
 
     def apply(rows: Iterator[Row]): Iterator[Row] = {
       val in = rows.buffered
@@ -95,6 +119,20 @@ private[kstreams] object TaskClocks {
 
     private def ts(r: Row): Long = r.getLong(layout.tsIndex)
 
+    /** Advances `clocks` by record `r` (see [[prepare]]). */
+    private def advance(clocks: Array[Long], r: Row): Unit = {
+      val t = ts(r)
+      val keyed = !r.isNullAt(layout.keyIndex)
+      if (!join) { if (keyed) clocks(0) = math.max(clocks(0), t) }
+      else {
+        val inOrder = t >= clocks(TaskClock)
+        clocks(TaskClock) = math.max(clocks(TaskClock), t)
+        val side = r.getInt(layout.sideIndex)
+        if (keyed) clocks(sideClock(side)) = math.max(clocks(sideClock(side)), t)
+        if (keyed && inOrder && !r.isNullAt(layout.valueIndex(side))) clocks(EmitClock) = math.max(clocks(EmitClock), t)
+      }
+    }
+
     /** One partition's records in its task's order, annotated, then its markers. */
     private def task(partition: Int, rows: Iterator[Row]): Iterator[Row] = {
       val ordered =
@@ -103,37 +141,57 @@ private[kstreams] object TaskClocks {
           val bySide = rows.toVector.groupBy(_.getInt(layout.sideIndex))
           ArrivalOrder.merge((0 until layout.sides).map(s => bySide.getOrElse(s, Vector.empty)), ts).iterator
         }
-      var streamTime = Long.MinValue
+      val clocks = Array.fill(clockCount)(Long.MinValue)
       var seq = 0L
       val annotated = ordered.map { r =>
-        // as in Kafka's windowed processors, a record with a null key is skipped before it moves
-        // the stream time (KStreamWindowAggregate, KStreamSessionWindowAggregate)
-        if (!r.isNullAt(layout.keyIndex)) streamTime = math.max(streamTime, ts(r))
+        advance(clocks, r)
         seq += 1
-        val values = new Array[Any](width + 3)
+        val values = new Array[Any](rowWidth)
         var i = 0
         while (i < width) { values(i) = r.get(i); i += 1 }
         values(width) = seq
-        values(width + 1) = streamTime
-        values(width + 2) = false
+        (0 until clockCount).foreach(c => values(width + 1 + c) = clocks(c))
+        values(rowWidth - 1) = false
         Row.fromSeq(values.toSeq)
       }
       // evaluated once the records are through (Iterator.++ takes its argument by name)
-      annotated ++ markers(partition, streamTime)
+      annotated ++ markers(partition, clocks)
     }
 
-    private def markers(partition: Int, maxMicros: Long): Iterator[Row] = Iterator.range(0, Groups).map { g =>
-      val values = new Array[Any](width + 3)
+    /** One row per group with the partition's clocks at the end of its micro-batch. */
+    private def markers(partition: Int, clocks: Array[Long]): Iterator[Row] = Iterator.range(0, Groups).map { g =>
+      val values = new Array[Any](rowWidth)
       values(layout.sideIndex) = 0
       values(layout.partitionIndex) = partition
       values(layout.orderIndex) = Long.MaxValue
-      values(layout.tsIndex) = maxMicros
+      values(layout.tsIndex) = clocks(0)
       values(taskIndex) = partition
       values(groupIndex) = g
       values(width) = Long.MaxValue
-      values(width + 1) = maxMicros
-      values(width + 2) = true
+      (0 until clockCount).foreach(c => values(width + 1 + c) = clocks(c))
+      values(rowWidth - 1) = true
       Row.fromSeq(values.toSeq)
     }
+  }
+}
+
+/** Checks, as a [[TaskClocks]] processor reads a group's rows, that they come by partition and, in
+  * a partition, in task order (the second shuffle's sort); fails loudly if a planner ever broke
+  * it. One per group and micro-batch. */
+private[kstreams] final class TaskOrderCheck(layout: TaskClocks.Layout, operator: String) {
+  private var lastPartition = Int.MinValue
+  private var lastSeq = Long.MinValue
+
+  /** `row`'s partition, after checking its place. */
+  def check(row: Row): Int = {
+    val partition = row.getInt(layout.keyed.partitionIndex)
+    val seq = row.getLong(layout.taskSeqIndex)
+    if (partition < lastPartition || (partition == lastPartition && seq < lastSeq))
+      throw new IllegalStateException(
+        s"kstreams internal error: partition $partition arrived out of order in $operator " +
+          s"($seq after partition $lastPartition, $lastSeq). Please report this with the query plan.")
+    lastPartition = partition
+    lastSeq = seq
+    partition
   }
 }

@@ -14,7 +14,7 @@ import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLCon
 private[kstreams] final case class PartitionClock(streamTimeMicros: Long, lastRecordMs: Long)
 
 /** Every input partition's clock as one group of a [[kstreams.internal.plan.TaskClocks]]
-  * processor keeps it (map state `partitionClocks`), read when a micro-batch starts and advanced
+  * processor keeps it (map state `name`, by default `partitionClocks`; a join keeps four), read when a micro-batch starts and advanced
   * from the markers when it ends.
   *
   * [[end]] gives the stream time that every partition that can still send records has reached:
@@ -34,14 +34,16 @@ private[kstreams] final case class PartitionClock(streamTimeMicros: Long, lastRe
 private[kstreams] final class PartitionClocks(
     handle: StatefulProcessorHandle,
     idleMs: Long,
-    legacyStreamTimes: Option[MapState[Int, Long]] = None) {
-  private val state: MapState[Int, PartitionClock] = handle.getMapState[Int, PartitionClock](
-    "partitionClocks",
-    Encoders.scalaInt,
-    StateEncoders.product[PartitionClock],
-    TTLConfig.NONE)
+    legacyStreamTimes: Option[MapState[Int, Long]] = None,
+    name: String = "partitionClocks") {
+  private val state: MapState[Int, PartitionClock] =
+    handle.getMapState[Int, PartitionClock](
+      name,
+      Encoders.scalaInt,
+      StateEncoders.product[PartitionClock],
+      TTLConfig.NONE)
   private val started: ValueState[Long] =
-    handle.getValueState[Long]("clocksStartedMs", Encoders.scalaLong, TTLConfig.NONE)
+    handle.getValueState[Long](name + "StartedMs", Encoders.scalaLong, TTLConfig.NONE)
   private val clocks = mutable.HashMap.empty[Int, PartitionClock]
   private val batchMax = mutable.HashMap.empty[Int, Long]
   private var startedMs = -1L
@@ -72,6 +74,13 @@ private[kstreams] final class PartitionClocks(
       case Some(c) => math.max(c.streamTimeMicros, batchStreamTimeMicros)
       case None => batchStreamTimeMicros
     }
+
+  /** The stream time of `partition` so far (after [[end]]: at the micro-batch's end), Long.MinValue
+    * before its first record. */
+  def current(partition: Int): Long = clocks.get(partition).map(_.streamTimeMicros).getOrElse(Long.MinValue)
+
+  /** The most advanced partition's stream time (Long.MinValue before any). */
+  def fastest: Long = if (clocks.isEmpty) Long.MinValue else clocks.values.map(_.streamTimeMicros).max
 
   /** A marker: `partition` delivered records up to `maxMicros` in this micro-batch. */
   def marker(partition: Int, maxMicros: Long): Unit =
