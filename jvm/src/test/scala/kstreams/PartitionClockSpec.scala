@@ -182,4 +182,14 @@ class PartitionClockSpec extends SparkSuite {
     for ((split, restart) <- Seq(Seq(records) -> Set.empty[Int], Seq(records.take(3), records.drop(3)) -> Set(1)))
       assert(leftJoined(split, restart) == Seq(("k", "L25", 92L)), split)
   }
+
+  test("a bad spark.kstreams.partitionIdleTimeout is refused naming the setting and the value") {
+    spark.conf.set("spark.kstreams.partitionIdleTimeout", "soon")
+    try {
+      val e = intercept[KStreamsException](minuteWindows(batch(Seq(at("a", 1)))))
+      assert(
+        e.getMessage.contains("spark.kstreams.partitionIdleTimeout") && e.getMessage.contains("soon"),
+        e.getMessage)
+    } finally spark.conf.unset("spark.kstreams.partitionIdleTimeout")
+  }
 }
