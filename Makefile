@@ -160,8 +160,9 @@ bench: install $(BENCH_JAR) $(VENV)/.bench-deps .venv-flink/.deps $(KAFKA_BROKER
 bench-cli: install
 	$(PY) benchmarks/cli_mistakes.py
 
-# The DSL regime (benchmarks/dsl.py): a windowed count, kstreams against Spark's, a process per
-# candidate and round; BENCH_ARGS="--before-jar JAR" adds kstreams on an earlier build's jar.
+# The DSL regimes (benchmarks/dsl.py): a windowed count and a stream-stream join, kstreams against
+# Spark's, a process per candidate and round; BENCH_ARGS="--before-jar JAR" adds kstreams on an
+# earlier build's jar, BENCH_ARGS="--workload join" runs one of the two.
 bench-dsl: install $(VENV)/.bench-deps
 	$(PY) benchmarks/dsl.py $(BENCH_ARGS)
 
