@@ -42,7 +42,7 @@ from collections import Counter
 import pytest
 from crash import OPERATORS, as_stored, records, split_operators, start_queries, write_files
 from kafka_broker import EndOffsets, produce, read_committed, read_topic
-from kstreams_spark import KStream
+from kstreams_spark import KStream, configure_spark
 from pyspark.errors import StreamingQueryException
 from streams import Rec, StreamRun, forwarded, with_offsets
 
@@ -313,3 +313,37 @@ def test_a_query_killed_while_writing_its_first_offsets_restarts(spark, tmp_path
         spark.conf.set(key, "false")
     run.run()
     assert forwarded(run.output()) == [("a", "v0"), ("b", "v2")]
+
+
+def test_state_commits_write_changelogs_unless_the_session_says_otherwise(spark, tmp_path):
+    """configure_spark turns on RocksDB's changelog checkpointing (its docstring says why): each
+    commit writes ``<version>.changelog`` files in the state folders. A user's own setting wins,
+    on the builder and on a running session; the output is the same either way, also restarted
+    with the other setting."""
+    from kstreams_spark.session import CHANGELOG_CHECKPOINTING_KEY as key
+    from pyspark.sql import SparkSession
+
+    assert spark.conf.get(key) == "true"
+    assert configure_spark(SparkSession.builder.config(key, "false"))._options[key] == "false"
+    assert configure_spark(SparkSession.builder)._options[key] == "true"
+
+    def state_files(root):
+        return [
+            os.path.basename(f)
+            for f in glob.glob(os.path.join(root, "checkpoint", "state", "**"), recursive=True)
+        ]
+
+    for first, second in (("true", "false"), ("false", "true")):
+        root = tmp_path / f"first-{first}"
+        run = StreamRun(spark, str(root), lambda df: KStream(df).deduplicate_by_key("10 seconds").df)
+        try:
+            spark.conf.set(key, first)
+            run.add_batch(with_offsets([Rec("a", 1), Rec("a", 2), Rec("b", 3)]))
+            run.run()
+            assert any(f.endswith(".changelog") for f in state_files(root)) == (first == "true")
+            spark.conf.set(key, second)
+            run.add_batch([Rec("a", 4, 0, 3, "v3"), Rec("b", 20, 0, 4, "v4"), Rec("b", 21, 0, 5, "v5")])
+            run.run()
+        finally:
+            spark.conf.set(key, "true")
+        assert forwarded(run.output()) == [("a", "v0"), ("b", "v2"), ("b", "v4")]

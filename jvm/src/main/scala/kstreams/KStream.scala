@@ -366,8 +366,10 @@ object KStream {
     * killed while writing its first offset-log entry never restarts; and
     * `spark.sql.streaming.multipleWatermarkPolicy=max`, so that the watermark follows the most
     * advanced input as a Kafka Streams task's stream time does and a restarted query gets the
-    * watermarks of an uninterrupted one (README, "Crash safety"). A later `.config` of either key
-    * wins. (Python's `configure_spark` also puts the bundled jar on the classpath.)
+    * watermarks of an uninterrupted one (README, "Crash safety"); and RocksDB's changelog
+    * checkpointing, a cheaper commit of the state every micro-batch makes (README, "Benchmarks").
+    * A later `.config` of any of these keys wins. (Python's `configure_spark` also puts the bundled
+    * jar on the classpath.)
     *
     * {{{ val spark = KStream.configure(SparkSession.builder().master("local[2]")).getOrCreate() }}}
     */
@@ -376,6 +378,7 @@ object KStream {
       .config(SparkSessionChecks.ProviderKey, SparkSessionChecks.RocksDBProvider)
       .config(SparkSessionChecks.VerifyEmptyCheckpointKey, "false")
       .config(SparkSessionChecks.WatermarkPolicyKey, "max")
+      .config(SparkSessionChecks.ChangelogCheckpointingKey, "true")
 
   /** Checks that `id` resolves on `df` and returns its type, with an error that says what is
     * wrong if it does not. */

@@ -2,6 +2,8 @@ package kstreams
 
 import java.nio.file.Files
 
+import scala.jdk.CollectionConverters._
+
 import org.apache.spark.sql.{DataFrame, Encoders}
 import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
 import org.apache.spark.sql.functions._
@@ -50,6 +52,32 @@ class CheckpointReuseSpec extends SparkSuite {
 
   test("the same operator restarts on its checkpoint") {
     assert(restart(byKey, byKey) == Right(0L)) // a@3 is within 10 s of a@1: dropped
+  }
+
+  test("KStream.configure commits state by changelog files; a session's own setting wins") {
+    val key = internal.plan.SparkSessionChecks.ChangelogCheckpointingKey
+    assert(spark.conf.get(key) == "true")
+    def changelogs(checkpoint: String): Boolean =
+      Files
+        .walk(java.nio.file.Paths.get(checkpoint, "state"))
+        .iterator()
+        .asScala
+        .exists(_.toString.endsWith(".changelog"))
+    for (setting <- Seq("true", "false")) {
+      spark.conf.set(key, setting)
+      try {
+        val input = MemoryStream[Event](Encoders.product[Event], spark)
+        val checkpoint = Files.createTempDirectory("kstreams-changelog").toString
+        val query = byKey(input.toDF()).writeStream
+          .option("checkpointLocation", checkpoint)
+          .format("noop")
+          .start()
+        input.addData(events)
+        query.processAllAvailable()
+        query.stop()
+        assert(changelogs(checkpoint) == (setting == "true"), setting)
+      } finally spark.conf.set(key, "true")
+    }
   }
 
   test("deduplicateByKey, then a windowed distinct: refused, naming both") {
