@@ -893,7 +893,7 @@ def rocksdb_settings():
         if KSTREAMS_CONF
         else "the library's defaults (`changelogCheckpointing.enabled=true`)"
     )
-    return f"Spark's {listed(SPARK_ROCKSDB_CONF)}; kstreams' {ours}"
+    return f"{listed(SPARK_ROCKSDB_CONF)}; kstreams' {ours}"
 
 
 def regime_long(args):
