@@ -310,6 +310,7 @@ def run_one(spark, name, provider, op, source, workdir):
     state_bytes = [sum(op["memoryUsedBytes"] for op in p["stateOperators"]) for p in progress]
     out_rows = sum(sum(op["numRowsUpdated"] for op in p["stateOperators"]) for p in progress)
     runtime = spark._jvm.java.lang.Runtime.getRuntime()
+    forwarded = sum(p["sink"]["numOutputRows"] for p in progress)
     used_heap = runtime.totalMemory() - runtime.freeMemory()
     return {
         "rows": rows,
@@ -320,7 +321,36 @@ def run_one(spark, name, provider, op, source, workdir):
         "peak_state_bytes": max(state_bytes or [0]),
         "state_rows_updated": out_rows,
         "driver_heap_used_bytes": used_heap,
+        "forwarded": forwarded,  # rows the noop sink received
     }
+
+
+def kip655_forwarded(spark, source, interval_ms):
+    """How many rows of `source` KIP-655's rule forwards, per input partition: counted by
+    tests/reference.py, the spec's section 2 transcribed directly (not the code under test), over
+    the rows in (partition, offset) order, times in integer ms so that no rounding moves a record
+    across the interval's edge."""
+    from collections import namedtuple
+
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+    from reference import dedup_reference
+
+    Record = namedtuple("Record", "key t partition offset")
+    rows = (
+        spark.read.parquet(source)
+        .selectExpr("key", "unix_millis(timestamp) AS t", "partition", "offset")
+        .orderBy("partition", "offset")
+        .toLocalIterator()
+    )
+    return len(dedup_reference([Record(*r) for r in rows], interval_ms))
+
+
+def check_forwarded(name, result, expected):
+    """Stops the benchmark when a candidate whose rule this script models forwarded another
+    number of rows than the model: kstreams (KIP-655) and the floor (every row)."""
+    want = expected.get(name)
+    if want is not None and result["forwarded"] != want:
+        raise SystemExit(f"{name} forwarded {result['forwarded']:,} rows, its rule forwards {want:,}")
 
 
 def flink(args, csv_folder):
@@ -1416,14 +1446,25 @@ def main(argv=None):
         chosen = candidates(args)
         if args.only:
             chosen = {k: v for k, v in chosen.items() if k in args.only.split(",")}
+        # what the candidates this script models must forward (Spark's and Flink's rules are not
+        # modelled yet: their counts are reported, not checked)
+        rows = spark.read.parquet(source).count()
+        expected = {"kstreams": kip655_forwarded(spark, source, interval_ms), "tws_floor": rows}
+        print(f"KIP-655 forwards {expected['kstreams']:,} of the {rows:,} rows", flush=True)
         # warm-up: JIT and RocksDB native loading, not measured
         for name, (provider, op) in chosen.items():
             run_one(spark, "warmup-" + name, provider, op, small, workdir)
         rounds = {name: [] for name in chosen}
         for round_no in range(args.repeat):
-            for name, (provider, op) in chosen.items():
+            # each round starts one candidate later, and none is charged for the state an earlier
+            # one left loaded (unload_state)
+            for name, (provider, op) in rotated(chosen, round_no):
                 print(f"running {name} (round {round_no + 1} of {args.repeat}) ...", flush=True)
-                rounds[name].append(run_one(spark, name, provider, op, source, workdir))
+                unload_state(spark)
+                r = run_one(spark, name, provider, op, source, workdir)
+                check_forwarded(name, r, expected)
+                print(f"  forwarded {r['forwarded']:,}", flush=True)
+                rounds[name].append(r)
         for name, runs in rounds.items():
             # the machine is shared and noisy: report the median round, keep every round's rate
             results[name] = dict(
