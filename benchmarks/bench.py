@@ -345,10 +345,32 @@ def kip655_forwarded(spark, source, interval_ms):
     return len(dedup_reference([Record(*r) for r in rows], interval_ms))
 
 
+# what the regimes that check their candidates' output say of it
+CHECKED = (
+    "Every run's forwarded rows (the noop sink's) are counted: kstreams' equal what KIP-655's rule "
+    "forwards by `tests/reference.py` and the floor's every row, or the run stops; Spark's rules are "
+    "not modelled yet."
+)
+
+
+def modelled_forwarded(spark, source, interval):
+    """What the candidates whose rule this script models must forward of `source`: kstreams
+    (KIP-655, `kip655_forwarded`) and the floor (every row)."""
+    from kstreams_spark._jvm import door
+
+    interval_ms = door(spark).intervalMicros(interval) // 1000
+    expected = {
+        "kstreams": kip655_forwarded(spark, source, interval_ms),
+        "tws_floor": spark.read.parquet(source).count(),
+    }
+    print(f"KIP-655 forwards {expected['kstreams']:,} of the {expected['tws_floor']:,} rows", flush=True)
+    return expected
+
+
 def check_forwarded(name, result, expected):
     """Stops the benchmark when a candidate whose rule this script models forwarded another
     number of rows than the model: kstreams (KIP-655) and the floor (every row)."""
-    want = expected.get(name)
+    want = expected.get(name.split("+")[0])  # a --tune variant ("kstreams+changelog") as its candidate
     if want is not None and result["forwarded"] != want:
         raise SystemExit(f"{name} forwarded {result['forwarded']:,} rows, its rule forwards {want:,}")
 
@@ -775,6 +797,7 @@ def measure(spark, name, candidate, source, workdir, skip=0):
         "live_heap_bytes": heap.live_bytes,
         "peak_heap_bytes": heap.peak_bytes,
         "heap_after_bytes": heap.after_bytes,
+        "forwarded": sum(p["sink"]["numOutputRows"] for p in progress),  # the noop sink's rows
     }
 
 
@@ -943,6 +966,7 @@ def regime_long(args):
                 flush=True,
             )
             skip = generate_live_keys(spark, source, live, args)
+            expected = modelled_forwarded(spark, source, args.long_interval)
             for r in run_rounds(
                 spark,
                 chosen,
@@ -956,6 +980,7 @@ def regime_long(args):
                 ),
                 skip,
                 f", {live:,} live keys",
+                check=lambda name, r, expected=expected: check_forwarded(name, r, expected),
             ):
                 results.append(dict(r, live_keys=live))
             shutil.rmtree(source, ignore_errors=True)
@@ -996,7 +1021,7 @@ def regime_long(args):
         "(`HeapMonitor` in bench.py): live = the heap pools' usage after the latest GC, the most over the "
         "run; peak = the pools' peak usage, garbage included; after = heap used after a full GC once the "
         "query ended, its state stores still loaded. Peak state MB is the query's own `memoryUsedBytes` "
-        f"(RocksDB: native memory). Spark's RocksDB settings: {rocksdb_settings()}."
+        f"(RocksDB: native memory). Spark's RocksDB settings: {rocksdb_settings()}. {CHECKED}"
     )
     finish("long", "Long interval (1 hour), large live state", table, method, results, args, plot_long)
 
@@ -1017,6 +1042,7 @@ def regime_catchup(args):
             flush=True,
         )
         generate(spark, source, data)
+        expected = modelled_forwarded(spark, source, args.long_interval)
         results = run_rounds(
             spark,
             chosen,
@@ -1027,6 +1053,7 @@ def regime_catchup(args):
             lambda r: (
                 f"first micro-batch {r['median_ms']:,.0f} ms, live heap {r['live_heap_bytes'] / 1e6:,.0f} MB"
             ),
+            check=lambda name, r: check_forwarded(name, r, expected),
         )
     finally:
         stop_quietly(spark)
@@ -1059,7 +1086,7 @@ def regime_catchup(args):
         f"({data.keys:,} keys, 1 in {data.dup_every} an adjacent duplicate, event times 1 ms apart: the "
         "default regime's formulas, in one file): `durationMs.triggerExecution` of micro-batch 0, the "
         f"median of {args.repeat} rounds (order rotating), every round listed; heap columns as in the long "
-        f"regime. Spark's RocksDB settings: {rocksdb_settings()}."
+        f"regime. Spark's RocksDB settings: {rocksdb_settings()}. {CHECKED}"
     )
     finish("catchup", "Catch-up: a first micro-batch of a million rows", table, method, results, args)
 
@@ -1448,9 +1475,7 @@ def main(argv=None):
             chosen = {k: v for k, v in chosen.items() if k in args.only.split(",")}
         # what the candidates this script models must forward (Spark's and Flink's rules are not
         # modelled yet: their counts are reported, not checked)
-        rows = spark.read.parquet(source).count()
-        expected = {"kstreams": kip655_forwarded(spark, source, interval_ms), "tws_floor": rows}
-        print(f"KIP-655 forwards {expected['kstreams']:,} of the {rows:,} rows", flush=True)
+        expected = modelled_forwarded(spark, source, args.interval)
         # warm-up: JIT and RocksDB native loading, not measured
         for name, (provider, op) in chosen.items():
             run_one(spark, "warmup-" + name, provider, op, small, workdir)
