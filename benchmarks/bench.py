@@ -501,13 +501,14 @@ ROCKSDB_CONF = "spark.sql.streaming.stateStore.rocksdb."
 # and trackTotalNumberOfRows true by default: those variants flip them; blockCacheSizeMB is 8,
 # formatVersion 5, compression lz4 by default). The session is configure_spark's, which turns
 # changelog checkpointing on: the variants without it turn it off again.
-NO_CHANGELOG = {ROCKSDB_CONF + "changelogCheckpointing.enabled": "false"}
+CHANGELOG = ROCKSDB_CONF + "changelogCheckpointing.enabled"
+NO_CHANGELOG = {CHANGELOG: "false"}
 TUNING = {
     "defaults": dict(NO_CHANGELOG),
-    "changelog": {ROCKSDB_CONF + "changelogCheckpointing.enabled": "true"},
+    "changelog": {CHANGELOG: "true"},
     "no_row_count": {**NO_CHANGELOG, ROCKSDB_CONF + "trackTotalNumberOfRows": "false"},
     "changelog_no_row_count": {
-        ROCKSDB_CONF + "changelogCheckpointing.enabled": "true",
+        CHANGELOG: "true",
         ROCKSDB_CONF + "trackTotalNumberOfRows": "false",
     },
     "cache_256mb": {**NO_CHANGELOG, ROCKSDB_CONF + "blockCacheSizeMB": "256"},
@@ -941,11 +942,11 @@ def rocksdb_settings():
 
     if KSTREAMS_CONF == SPARK_ROCKSDB_CONF:
         return f"{listed(SPARK_ROCKSDB_CONF)}, for kstreams too"
-    ours = (
-        listed(KSTREAMS_CONF)
-        if KSTREAMS_CONF
-        else "the library's defaults (`changelogCheckpointing.enabled=true`)"
-    )
+    from kstreams_spark.session import DEFAULT_SETTINGS
+
+    # configure_spark's RocksDB settings, read where they are set
+    library = {k: v for k, v in DEFAULT_SETTINGS.items() if k.startswith(ROCKSDB_CONF)}
+    ours = listed(KSTREAMS_CONF) if KSTREAMS_CONF else f"the library's defaults ({listed(library)})"
     return f"{listed(SPARK_ROCKSDB_CONF)}; kstreams' {ours}"
 
 

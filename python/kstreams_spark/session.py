@@ -23,7 +23,7 @@ CHANGELOG_CHECKPOINTING_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogC
 # the Python workers' interpreter as a setting (configure_spark passes it on to PYSPARK_PYTHON)
 WORKERS_PYTHON_KEY = "spark.pyspark.python"
 # What configure_spark gives a session, and `kstreams-spark connect-server` its server: the state
-# store the operators need, and two defaults that a user's own setting overrides.
+# store the operators need, and three defaults that a user's own setting overrides.
 REQUIRED_SETTINGS = {PROVIDER_KEY: ROCKSDB_PROVIDER}
 DEFAULT_SETTINGS = {
     VERIFY_EMPTY_CHECKPOINT_KEY: "false",
