@@ -210,30 +210,36 @@ from kstreams_spark import KStream, configure_spark
 from pyspark.sql import SparkSession
 from test_readme import section_blocks
 
-spark = configure_spark(SparkSession.builder.master("local[4]")).config("spark.sql.shuffle.partitions", "2").getOrCreate()
+spark = configure_spark(SparkSession.builder.master("local[8]")).config("spark.sql.shuffle.partitions", "2").getOrCreate()
 df = (
     spark.readStream.format("kafka").option("kafka.bootstrap.servers", {bootstrap!r})
     .option("subscribe", {topic!r}).option("startingOffsets", "earliest").load()
 )
-((_, code),) = section_blocks("Real-time mode")
-code = code.replace("broker:9092", {bootstrap!r}).replace("events-deduped", {out_topic!r})
-code = code.replace('"ckpt/"', repr({checkpoint!r})).replace("5 minutes", "5 seconds")
-exec(code)
+# the dedup block, then the running count: both queries on the one session
+for _, code in section_blocks("Real-time mode"):
+    code = code.replace("broker:9092", {bootstrap!r}).replace("5 minutes", "5 seconds")
+    code = code.replace("events-deduped", {out_topic!r}).replace("counts-by-key", {count_topic!r})
+    code = code.replace('"ckpt/"', repr({checkpoint!r} + "/dedup"))
+    code = code.replace('"ckpt-counts/"', repr({checkpoint!r} + "/counts"))
+    exec(code)
 print("started", flush=True)
 time.sleep(3600)
 """
 
 
 def test_readme_real_time_example_runs(kafka, tmp_path):
-    """README's "Real-time mode" block, as written but for the broker, topics, checkpoint and a
-    5-second batch, in a process of its own (``local[4]``): each key's first record comes out."""
+    """README's "Real-time mode" blocks, as written but for the broker, topics, checkpoints and a
+    5-second batch, in a process of its own (``local[8]``: two queries' task slots): each key's
+    first record comes out of the dedup, and each of its running counts out of the count."""
     topic = kafka.create_topic("readme-rt-in", 2)
     out_topic = kafka.create_topic("readme-rt-out", 1)
+    count_topic = kafka.create_topic("readme-rt-counts", 1)
     job = README_JOB.format(
         tests=os.path.dirname(__file__),
         bootstrap=kafka.bootstrap,
         topic=topic,
         out_topic=out_topic,
+        count_topic=count_topic,
         checkpoint=str(tmp_path / "ck"),
     )
     process = subprocess.Popen(
@@ -247,9 +253,14 @@ def test_readme_real_time_example_runs(kafka, tmp_path):
         records = [(0, "a", "a1", BASE_MS), (0, "a", "a2", BASE_MS + 1000), (1, "b", "b1", BASE_MS)]
         produce(kafka.bootstrap, topic, records)
         _wait_for(out_topic, kafka, 2, process)
+        _wait_for(count_topic, kafka, 3, process)
         time.sleep(6)  # one more batch: nothing else may come
         written = read_topic(kafka.bootstrap, out_topic)
         assert sorted(r.value.decode() for r in written) == ["a1", "b1"]
+        # one partition out: each key's counts in the order they were written
+        counts = [(r.key.decode(), r.value.decode()) for r in read_topic(kafka.bootstrap, count_topic)]
+        assert [c for c in counts if c[0] == "a"] == [("a", "1"), ("a", "2")]
+        assert [c for c in counts if c[0] == "b"] == [("b", "1")]
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()

@@ -7,7 +7,7 @@ import scala.jdk.CollectionConverters._
 
 import org.apache.spark.sql.{DataFrame, Encoders, ForeachWriter, Row, SparkSession}
 import org.apache.spark.sql.execution.streaming.sources.LowLatencyMemoryStream
-import org.apache.spark.sql.functions.col
+import org.apache.spark.sql.functions.{col, concat, greatest, lit}
 import org.apache.spark.sql.streaming.{StreamingQuery, StreamingQueryException, Trigger}
 
 /** What [[RealTimeSinkWriter]] received, in arrival order (local mode: one JVM). */
@@ -49,7 +49,18 @@ class RealTimeSpec extends SparkSuite {
       op: DataFrame => DataFrame,
       totals: Seq[Int],
       restartBefore: Set[Int] = Set.empty,
-      partitions: Int = 2): Map[Int, Seq[String]] = {
+      partitions: Int = 2): Map[Int, Seq[String]] =
+    realTimeRows(steps, op, totals, restartBefore, partitions)
+      .groupBy(_.getAs[Int]("partition"))
+      .map { case (p, rows) => p -> rows.map(_.getAs[String]("value")) }
+
+  /** [[realTime]]'s run, returning every output row in the order it arrived. */
+  private def realTimeRows(
+      steps: Seq[Seq[Event]],
+      op: DataFrame => DataFrame,
+      totals: Seq[Int],
+      restartBefore: Set[Int],
+      partitions: Int): Seq[Row] = {
     val input = LowLatencyMemoryStream[Event](partitions)(Encoders.product[Event], spark.sqlContext)
     val checkpoint = Files.createTempDirectory("kstreams-real-time").toString
     RealTimeSink.rows.clear()
@@ -75,8 +86,6 @@ class RealTimeSpec extends SparkSuite {
       }
     } finally query.stop()
     RealTimeSink.rows.asScala.toSeq
-      .groupBy(_.getAs[Int]("partition"))
-      .map { case (p, rows) => p -> rows.map(_.getAs[String]("value")) }
   }
 
   // SEMANTICS.md section 2's examples, interval 10 s unless stated: (input, forwarded indices)
@@ -160,6 +169,117 @@ class RealTimeSpec extends SparkSuite {
       assert(realTime(steps, op, totals, restartBefore = Set(1)) == Map(0 -> want))
     }
 
+  /** Each key's output (value as a string, timestamp in seconds) in arrival order. */
+  private def byKey(rows: Seq[Row]): Map[String, Seq[(String, Double)]] =
+    rows.groupBy(_.getAs[String]("key")).map { case (k, rs) =>
+      k -> rs.map(r =>
+        (
+          String.valueOf(r.getAs[Any]("value")),
+          (r.getAs[java.sql.Timestamp]("timestamp").getTime - Event.Base) / 1000.0))
+    }
+
+  /** `events` numbered ([[Event.numbered]]), then each value [[Null]] made null. */
+  private def withNulls(events: Seq[Event]): Seq[Event] =
+    Event.numbered(events).map(e => if (e.value == Null) e.copy(value = null) else e)
+  private val Null = "<null>"
+
+  // SEMANTICS.md section 5's example (key "1" at 5, 3, 10: results at 5, 5, 10), then a null key
+  // and a null value (skipped by plain aggregations, spec section 5), a record of another key and
+  // one more of "1"; the query restarted before the second half
+  private val Section5 = Seq(
+    at("1", 5, value = "a"),
+    at("1", 3, value = "b"),
+    at(null, 4, value = "x"),
+    at("1", 10, value = "c"),
+    at("1", 11, value = Null),
+    at("2", 7, value = "d"),
+    at("1", 6, value = "e"))
+  // (operator, op, key "1"'s results, key "2"'s result)
+  private val aggregations: Seq[(String, DataFrame => DataFrame, Seq[String], String)] = Seq(
+    ("count", df => KStream(df).groupByKey.count().df, Seq("1", "2", "3", "4"), "1"),
+    ("reduce", df => KStream(df).groupByKey.reduce((agg, v) => concat(agg, v)).df, Seq("a", "ab", "abc", "abce"), "d"),
+    (
+      "aggregate",
+      df => KStream(df).groupByKey.aggregate(lit("<"), (agg, v) => concat(agg, v)).df,
+      Seq("<a", "<ab", "<abc", "<abce"),
+      "<d")
+  )
+
+  for ((name, op, results, other) <- aggregations)
+    test(s"$name in real-time mode: spec section 5's example, record by record, restarted half-way") {
+      val events = withNulls(Section5)
+      val steps = Seq(events.take(4), events.drop(4))
+      val got = byKey(realTimeRows(steps, op, Seq(3, 5), restartBefore = Set(1), partitions = 1))
+      assert(got == Map("1" -> results.zip(Seq(5.0, 5.0, 10.0, 10.0)), "2" -> Seq(other -> 7.0)))
+    }
+
+  test("toTable in real-time mode: spec section 6's example, a delete and a null key, record by record, restarted") {
+    // A=1@10, B=2@11, A=1@12, B=3@13, A=1@9 -> A=1@10, B=2@11, B=3@13, A=1@9 (A=1@12 is idempotent);
+    // then A deleted @14 (forwarded as a null value) and A=1@15 again (new after the delete)
+    val events = withNulls(
+      Seq(
+        at("A", 10, value = "1"),
+        at("B", 11, value = "2"),
+        at("A", 12, value = "1"),
+        at(null, 12, value = "9"),
+        at("B", 13, value = "3"),
+        at("A", 9, value = "1"),
+        at("A", 14, value = Null),
+        at("A", 15, value = "1")
+      ))
+    val steps = Seq(events.take(4), events.drop(4))
+    val got = byKey(realTimeRows(steps, df => KStream(df).toTable.toStream.df, Seq(2, 6), Set(1), partitions = 1))
+    assert(
+      got == Map(
+        "A" -> Seq("1" -> 10.0, "1" -> 9.0, "null" -> 14.0, "1" -> 15.0),
+        "B" -> Seq("2" -> 11.0, "3" -> 13.0)))
+  }
+
+  test(
+    "count and a max-reduce in real-time mode: an independent model's output, per key in order, 4 steps, a restart") {
+    // each key lives on one of 3 partitions (as Kafka places keys), so its records reach the
+    // processor in offset order and the model's per-key sequence is exact; some timestamps go
+    // back in time and some values are null (skipped)
+    val rng = new scala.util.Random(31)
+    val events = (0 until 3).flatMap { p =>
+      (0 until 240).map { i =>
+        val value = if (rng.nextInt(20) == 0) null else f"${rng.nextInt(100)}%02d"
+        at(s"p$p-k${rng.nextInt(40)}", 1000 + i - rng.nextInt(30), partition = p, offset = i, value = value)
+      }
+    }
+    val steps = events.groupBy(_.offset / 60).toSeq.sortBy(_._1).map(_._2.sortBy(e => (e.partition, e.offset)))
+    // the model: per key in offset order, skip null values; the result's timestamp is the largest
+    // folded into the stored row (spec section 5); count always changes, so every record is
+    // forwarded; an unchanged max is an idempotent update (its timestamp is never older), dropped
+    // with the stored row left as it was, timestamp included (spec section 6)
+    def model(step: Int, max: Boolean): Map[String, Seq[(String, Double)]] =
+      steps
+        .take(step + 1)
+        .flatten
+        .groupBy(_.key)
+        .map { case (k, es) =>
+          var stored = Option.empty[(String, Long)]
+          var n = 0L
+          val forwarded = es.sortBy(_.offset).filter(_.value != null).flatMap { e =>
+            n += 1
+            val ts = stored.fold(e.timestamp.getTime)(_._2.max(e.timestamp.getTime))
+            val v = if (max) stored.map(_._1).filter(_ >= e.value).getOrElse(e.value) else n.toString
+            if (stored.exists(_._1 == v)) None else { stored = Some(v -> ts); stored }
+          }
+          k -> forwarded.map { case (v, ts) => v -> (ts - Event.Base) / 1000.0 }
+        }
+        .filter(_._2.nonEmpty)
+    for ((max, op) <- Seq(
+        false -> ((df: DataFrame) => KStream(df).groupByKey.count().df),
+        true -> ((df: DataFrame) => KStream(df).groupByKey.reduce((a, v) => greatest(a, v)).df))) {
+      val totals = steps.indices.map(i => model(i, max).values.map(_.size).sum)
+      val got = byKey(realTimeRows(steps, op, totals, restartBefore = Set(2), partitions = 3))
+      val want = model(steps.size - 1, max)
+      assert(got.keySet == want.keySet)
+      want.foreach { case (k, w) => assert(got(k) == w, s"key $k (max: $max)") }
+    }
+  }
+
   private val operators: Seq[(String, DataFrame => DataFrame, Event => Option[Any])] = Seq(
     ("deduplicateByKey", df => KStream(df).deduplicateByKey("30 seconds").df, e => Option(e.key)),
     (
@@ -213,7 +333,8 @@ class RealTimeSpec extends SparkSuite {
 
   private val refused: Seq[(String, DataFrame => DataFrame)] = Seq(
     "deduplicate" -> (df => KStream(df).deduplicate(col("value"), "10 seconds").df),
-    "count" -> (df => KStream(df).groupByKey.count().df)
+    "count_windowed" -> (df =>
+      KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 seconds")).count().df)
   )
 
   for ((operator, op) <- refused)

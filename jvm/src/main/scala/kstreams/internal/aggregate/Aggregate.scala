@@ -171,7 +171,8 @@ private[kstreams] final class AggregateProcessor(
     initial: Option[Any],
     adder: ColumnFunction,
     drop: DropMarker)
-    extends StatefulProcessor[Row, Row, Row] {
+    extends StatefulProcessor[Row, Row, Row]
+    with RealTimeCapable {
 
   // one entry under window start 0: the state layout of the checkpoints written when windowed
   // aggregations shared this processor, which a restart keeps reading

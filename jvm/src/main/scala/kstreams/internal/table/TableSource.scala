@@ -50,7 +50,8 @@ private[kstreams] object TableSource {
 
 /** Keeps one key's current (serialized value, timestamp) and forwards the changes. */
 private[kstreams] final class TableSourceProcessor(layout: Keyed.Layout, valueType: DataType, drop: DropMarker)
-    extends StatefulProcessor[Row, Row, Row] {
+    extends StatefulProcessor[Row, Row, Row]
+    with RealTimeCapable {
   @transient private var current: ValueState[Row] = _
   private val valueIndex = layout.valueIndex(0)
   private val serialize = new ValueSerializer(valueType)
