@@ -145,7 +145,7 @@ BENCH_JAR := jvm-bench/target/scala-2.13/kstreams-spark-bench_2.13-$(VERSION).ja
 $(BENCH_JAR): $(JAR) $(shell find jvm-bench/src -name '*.scala' 2>/dev/null)
 	$(SBT) bench/package
 
-# Every regime in turn (default, long, catchup, global, kafka_sink: bench.py --regime all), each in a
+# Every regime in turn (default, cold, realistic, long, catchup, global, kafka_sink: bench.py --regime all), each in a
 # JVM of its own, then the latency regime (benchmarks/latency.py: a job process per run).
 # BENCH_ARGS="--rows 200000 --keys 150000 --live-keys 100000,300000" for a quick run.
 bench: install $(BENCH_JAR) $(VENV)/.bench-deps .venv-flink/.deps $(KAFKA_BROKER)
@@ -167,11 +167,11 @@ bench-dsl: install $(VENV)/.bench-deps
 	$(PY) benchmarks/dsl.py $(BENCH_ARGS)
 
 # One regime at a time.
-.PHONY: bench-default bench-long bench-catchup bench-global bench-kafka_sink bench-tune bench-cli bench-dsl bench-latency bench-latency-long-batches scale-test
+.PHONY: bench-default bench-cold bench-realistic bench-long bench-catchup bench-global bench-kafka_sink bench-tune bench-cli bench-dsl bench-latency bench-latency-long-batches scale-test
 bench-default: install $(BENCH_JAR) $(VENV)/.bench-deps .venv-flink/.deps
 	$(PY) benchmarks/bench.py --regime default $(BENCH_ARGS)
 
-bench-long bench-catchup bench-global: bench-%: install $(BENCH_JAR) $(VENV)/.bench-deps
+bench-cold bench-realistic bench-long bench-catchup bench-global: bench-%: install $(BENCH_JAR) $(VENV)/.bench-deps
 	$(PY) benchmarks/bench.py --regime $* $(BENCH_ARGS)
 
 bench-kafka_sink: install $(BENCH_JAR) $(VENV)/.bench-deps $(KAFKA_BROKER)
