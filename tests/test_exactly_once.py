@@ -39,7 +39,12 @@ def dedup_to_kafka(spark, kafka, topic: str, out: str, checkpoint: str, exactly_
     query = (
         KStream(kafka_source(spark, kafka.bootstrap, topic, 60))
         .deduplicate_by_key("10 seconds")
-        .to(out, exactly_once=exactly_once, **{"kafka.bootstrap.servers": kafka.bootstrap})
+        # acks=all is what the exactly-once sink sets itself: a setting it can honour is accepted
+        .to(
+            out,
+            exactly_once=exactly_once,
+            **{"kafka.bootstrap.servers": kafka.bootstrap, "kafka.acks": "all"},
+        )
         .option("checkpointLocation", checkpoint)
         .trigger(availableNow=True)
         .start()
@@ -127,3 +132,51 @@ def test_exactly_once_is_for_streaming_queries(spark):
         ks.to("t", exactly_once=True)
     with pytest.raises(KStreamsError, match="exactly_once must be True or False, got 'yes'"):
         ks.to("t", exactly_once="yes")
+
+
+@pytest.mark.parametrize(
+    "option, value, why",
+    [
+        ("kafka.acks", "0", "Kafka transactions need every in-sync replica's ack"),
+        (
+            "kafka.transactional.id",
+            "mine",
+            "the sink names its transactions itself, kstreams-<query id>-<partition>",
+        ),
+        ("kafka.enable.idempotence", "false", "Kafka transactions need the idempotent producer"),
+        (
+            "kafka.key.serializer",
+            "x.Y",
+            "the sink writes the key column's bytes (string or binary) as they are",
+        ),
+        (
+            "kafka.value.serializer",
+            "x.Y",
+            "the sink writes the value column's bytes (string or binary) as they are",
+        ),
+    ],
+)
+def test_exactly_once_refuses_a_producer_setting_it_cannot_honour(spark, tmp_path, option, value, why):
+    """The sink sets these itself: a user's other value would be silently replaced or ignored, so
+    the query stops at its first micro-batch naming the option, before any broker is reached (this
+    one is never listening)."""
+    stream = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 1)
+        .load()
+        .selectExpr("CAST(value AS STRING) AS key", "CAST(value AS STRING) AS value", "timestamp")
+        .selectExpr("*", "0 AS partition", "CAST(0 AS BIGINT) AS offset")
+    )
+    query = (
+        KStream(stream)
+        .to("out", exactly_once=True, **{"kafka.bootstrap.servers": "127.0.0.1:9", option: value})
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .start()
+    )
+    try:
+        with pytest.raises(StreamingQueryException) as failed:
+            query.awaitTermination(60)
+    finally:
+        query.stop()
+    message = str(failed.value).splitlines()[0]
+    assert f"the kstreams-kafka-eos sink cannot honour the option {option}={value}: {why}" in message

@@ -94,6 +94,7 @@ private[kstreams] final class ExactlyOnceKafkaWrite(
   }
   if (!kafkaOptions.contains(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG))
     throw new KStreamsException(s"the ${ExactlyOnceKafkaProvider.Format} sink needs the option kafka.bootstrap.servers")
+  ExactlyOnceKafkaWrite.refuseOwnSettings(kafkaOptions)
 
   override def createStreamingWriterFactory(info: PhysicalWriteInfo): StreamingDataWriterFactory =
     new ExactlyOnceKafkaWriterFactory(queryId, topic, markerTopic, kafkaOptions, layout)
@@ -104,6 +105,47 @@ private[kstreams] final class ExactlyOnceKafkaWrite(
 }
 
 private[kstreams] object ExactlyOnceKafkaWrite {
+
+  /** The producer settings the sink sets itself, each with why a user's value cannot be honoured:
+    * a value another than the sink's would be silently replaced, so it is refused by name. */
+  private val OwnSettings: Seq[(String, String => Boolean, String)] = Seq(
+    (
+      ProducerConfig.TRANSACTIONAL_ID_CONFIG,
+      _ => true,
+      "the sink names its transactions itself, kstreams-<query id>-<partition>, so that a restarted " +
+        "query fences the attempt before it; remove the option (a broker with ACLs must allow " +
+        "transactional ids with the prefix 'kstreams-')"),
+    (
+      ProducerConfig.ACKS_CONFIG,
+      v => v.trim != "all" && v.trim != "-1",
+      "Kafka transactions need every in-sync replica's ack; remove the option or set it to all"),
+    (
+      ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG,
+      v => !v.trim.equalsIgnoreCase("true"),
+      "Kafka transactions need the idempotent producer; remove the option"),
+    (
+      ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG,
+      _ => true,
+      "the sink writes the key column's bytes (string or binary) as they are; serialize the key " +
+        "in the query instead (e.g. to_json, or CAST(key AS STRING)), as for Spark's Kafka sink"),
+    (
+      ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG,
+      _ => true,
+      "the sink writes the value column's bytes (string or binary) as they are; serialize the value " +
+        "in the query instead (e.g. to_json, or CAST(value AS STRING)), as for Spark's Kafka sink")
+  )
+
+  /** Refuses, naming it, each of [[OwnSettings]] that `kafkaOptions` (the `kafka.` options without
+    * the prefix, names as Spark passes them: lower case) sets to a value the sink cannot honour. */
+  def refuseOwnSettings(kafkaOptions: Map[String, String]): Unit = {
+    val given = kafkaOptions.map { case (k, v) => k.toLowerCase -> v }
+    OwnSettings.foreach { case (name, refused, why) =>
+      given.get(name.toLowerCase).filter(refused).foreach { value =>
+        throw new KStreamsException(
+          s"the ${ExactlyOnceKafkaProvider.Format} sink cannot honour the option kafka.$name=$value: $why")
+      }
+    }
+  }
 
   /** Where a row's parts are: `key` and `value` (string or binary), and optional `headers`
     * (array of (key string, value binary)) and `topic` (string), as Spark's Kafka sink reads them. */
