@@ -123,6 +123,8 @@ def test_map_key_is_refused(spark, df):
         ("ten seconds", "cannot read interval 'ten seconds'"),
         ("10 parsecs", "cannot read interval '10 parsecs'"),
         ("", "cannot read interval ''"),
+        ("1 month", "cannot read interval '1 month': months and years have no fixed length .*\"30 days\""),
+        ("P1Y", "cannot read interval 'P1Y': months and years have no fixed length"),
     ],
 )
 def test_bad_intervals(spark, df, interval, message):
@@ -431,3 +433,26 @@ def test_dataframe_of_a_stopped_session(tmp_path):
     assert (
         "KStreamsError: the DataFrame belongs to a SparkSession whose SparkContext is stopped" in out.stdout
     ), out.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    "topic, message",
+    [
+        (123, "topic must be a Kafka topic's name (a str), got 123 (int)"),
+        ("", "output topic '' is not a valid Kafka topic name: it is empty"),
+        (
+            "bad topic!",
+            "output topic 'bad topic!' is not a valid Kafka topic name: it contains ' ', '!'; "
+            "use only ASCII letters, digits, '.', '_' and '-'",
+        ),
+        ("t" * 250, "is not a valid Kafka topic name: it has 250 characters, at most 249 are allowed"),
+        ("..", "output topic '..' is not a valid Kafka topic name: '.' and '..' are not allowed"),
+    ],
+)
+def test_to_refuses_a_topic_name_kafka_refuses_at_once(spark, df, topic, message):
+    """Kafka's topic-name rule, checked when ``to`` is called: a producer would wait 60 s for
+    the topic's metadata and then fail without saying why."""
+    with pytest.raises(KStreamsError) as refused:
+        KStream(df).to(topic)
+    assert message in str(refused.value)
+    KStream(df).to("ok.topic_name-1")  # every legal character

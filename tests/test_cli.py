@@ -88,11 +88,16 @@ def test_interval_check_agrees_with_the_jvm_parser(spark):
         "-5 s", "1 s 2", "10 s, 2 ms", "PT10S", "pt1m", "P1D", "P1DT2H", "PT1.5S", "PT0.0000001S", "PT",
         "P", "PT-5S", "P1W", "", "99999999999999 days", "1,5 s", "1e3 ms", "10 µs",
     ]  # fmt: skip
-    for text in texts:
+    # months and years: refused by both, in the same words
+    calendar = ["1 month", "2 years", "1 mon", "3 mo", "P1M", "P1Y2M", "p1y", "P1MT2H"]
+    for text in texts + calendar:
         try:
             jvm_accepts = isinstance(door(spark).intervalMicros(text), int)
-        except KStreamsError:  # the JVM's refusal (a KStreamsException); any other error fails
+        except KStreamsError as e:  # the JVM's refusal (a KStreamsException); any other error fails
             jvm_accepts = False
+            if text in calendar:
+                assert str(e) == interval_problem(text), (text, str(e))
+                assert "months and years have no fixed length" in str(e), text
         assert (interval_problem(text) is None) == jvm_accepts, (text, interval_problem(text))
 
 

@@ -24,6 +24,8 @@ _ISO = re.compile(
     re.IGNORECASE,
 )
 _LONG_MAX = 2**63 - 1
+# units of no fixed length ("m" is minutes)
+_CALENDAR_UNITS = {"mo", "mon", "mons", "month", "months", "y", "yr", "yrs", "year", "years"}
 
 
 def interval_problem(text: str) -> str | None:
@@ -56,6 +58,10 @@ def _read(text: str) -> tuple[int, str | None]:
         f'cannot read interval \'{text}\': use a number and a unit, e.g. "10 seconds", "100 ms", '
         '"1 minute 30 s", or an ISO-8601 duration such as "PT10S"'
     )
+    calendar = (
+        f"cannot read interval '{text}': months and years have no fixed length (a month is 28 to 31 "
+        'days); give it in days or shorter units, e.g. "30 days" or "P30D"'
+    )
     trimmed = text.strip().lower()
     if trimmed.startswith("interval"):
         trimmed = trimmed[len("interval") :].strip()
@@ -64,7 +70,8 @@ def _read(text: str) -> tuple[int, str | None]:
     if trimmed.startswith("p"):
         match = _ISO.fullmatch(trimmed)
         if not match or not any(match.groups()[:4]) or match.group(0).upper().endswith("T"):
-            return 0, unparsable
+            # ISO-8601's years and months (P1Y, P1M) come before its T; java.time.Duration has neither
+            return 0, calendar if re.search(r"[ym]", trimmed.split("t")[0]) else unparsable
         days, hours, minutes, seconds, fraction = match.groups()
         total = (
             Decimal(days or 0) * 86_400_000_000
@@ -83,7 +90,7 @@ def _read(text: str) -> tuple[int, str | None]:
     total = Decimal(0)
     for m in parts:
         if m.group(2) not in _UNIT_MICROS:
-            return 0, unparsable
+            return 0, calendar if m.group(2) in _CALENDAR_UNITS else unparsable
         total += Decimal(m.group(1)) * _UNIT_MICROS[m.group(2)]
     if total != total.to_integral_value():
         return 0, f"interval '{text}' is finer than a microsecond, the precision of Spark timestamps"

@@ -360,6 +360,10 @@ class KStream:
         """
         if not isinstance(exactly_once, bool):
             raise KStreamsError(f"exactly_once must be True or False, got {exactly_once!r}")
+        if not isinstance(topic, str):
+            raise KStreamsError(
+                f"topic must be a Kafka topic's name (a str), got {topic!r} ({type(topic).__name__})"
+            )
         records = python_dataframe(self._j.toKafkaRecords(topic), self._spark)
         if exactly_once:
             if not records.isStreaming:

@@ -35,14 +35,20 @@ object Intervals {
     if (trimmed.startsWith("p")) {
       val d =
         try Duration.parse(trimmed.toUpperCase(Locale.ROOT))
-        catch { case _: Exception => throw unparsable(text) }
+        catch {
+          // ISO-8601's years and months (P1Y, P1M) come before its T; java.time.Duration has neither
+          case _: Exception if trimmed.takeWhile(_ != 't').exists(c => c == 'y' || c == 'm') => throw calendar(text)
+          case _: Exception => throw unparsable(text)
+        }
       return micros(d)
     }
     val parts = Part.findAllMatchIn(trimmed).toList
     val covered = parts.map(_.matched).mkString.replaceAll("\\s", "")
     if (parts.isEmpty || covered != trimmed.replaceAll("\\s", "")) throw unparsable(text)
     val total = parts.map { m =>
-      val unit = unitMicros.getOrElse(m.group(2), throw unparsable(text))
+      val unit = unitMicros.getOrElse(
+        m.group(2),
+        throw (if (CalendarUnits.contains(m.group(2))) calendar(text) else unparsable(text)))
       BigDecimal(m.group(1)) * unit
     }.sum
     if (!total.isWhole)
@@ -62,6 +68,13 @@ object Intervals {
   private def tooLong(text: String) = new KStreamsException(
     s"interval '$text' is too long: in microseconds (the precision of Spark timestamps) it must fit " +
       "in a long, about 292,000 years")
+
+  /** Units of no fixed length ("m" is minutes). */
+  private val CalendarUnits = Set("mo", "mon", "mons", "month", "months", "y", "yr", "yrs", "year", "years")
+
+  private def calendar(text: String) = new KStreamsException(
+    s"cannot read interval '$text': months and years have no fixed length (a month is 28 to 31 days); " +
+      "give it in days or shorter units, e.g. \"30 days\" or \"P30D\"")
 
   private def unparsable(text: String) = new KStreamsException(
     s"cannot read interval '$text': use a number and a unit, e.g. \"10 seconds\", \"100 ms\", " +

@@ -226,6 +226,7 @@ final class KStream private[kstreams] (val df: DataFrame, val columns: StreamCol
     * epoch milliseconds, since Spark's Kafka sink cannot set a record's timestamp.
     * {{{ KStream(df).to("out").option("kafka.bootstrap.servers", "...").start() }}} */
   def toKafkaRecords(topic: String): DataFrame = {
+    internal.sink.TopicName.check(topic)
     def bytes(c: Column, t: DataType): Column = t match {
       case StringType | BinaryType => c
       case _: StructType | _: ArrayType | _: MapType => to_json(c)
