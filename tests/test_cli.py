@@ -201,6 +201,31 @@ def test_mistakes_get_one_line_before_spark_starts(tmp_path):
             [*dedup, "--bootstrap-servers", "127.0.0.1:1", "--id", "concat(key, 'x'"],
             "--id \"concat(key, 'x'\": 1 '(' never closed",
         ),
+        # what only Spark's Kafka source and trigger read, checked before Spark starts
+        (
+            [*dedup, "--bootstrap-servers", "127.0.0.1:1", "--max-offsets-per-trigger", "-5"],
+            "--max-offsets-per-trigger must be at least 1, got -5",
+        ),
+        (
+            [*dedup, "--bootstrap-servers", "127.0.0.1:1", "--trigger-interval", "soon"],
+            "--trigger-interval: cannot read interval 'soon'",
+        ),
+        (
+            [*dedup, "--bootstrap-servers", "127.0.0.1:1", "--trigger-interval", "1.5 ms"],
+            "--trigger-interval: Spark's triggers count whole milliseconds, got '1.5 ms'",
+        ),
+        (
+            [*dedup, "--bootstrap-servers", "127.0.0.1:1", "--starting-offsets", "first"],
+            '--starting-offsets takes earliest, latest or JSON such as {"t": {"0": 23, "1": -2}}',
+        ),
+        (
+            [*dedup, "--bootstrap-servers", "127.0.0.1:1", "--starting-offsets", '{"other": {"0": 5}}'],
+            "--starting-offsets names topic 'other', but the query reads --topic 't'",
+        ),
+        (
+            [*dedup, "--bootstrap-servers", "127.0.0.1:1", "--starting-offsets", '{"t": {"0": -3}}'],
+            "--starting-offsets: partition '0' of 't' has offset -3; partitions are numbers, offsets at least -2",
+        ),
         # argparse's own mistakes, without its usage text
         (
             ["demo", "--format", "csv"],

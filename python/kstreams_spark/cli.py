@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -332,6 +333,9 @@ def _check_arguments(args: argparse.Namespace) -> str | None:
         name, sep, _ = option.partition("=")
         if not sep or not name:
             return f"--kafka-option takes NAME=VALUE, got {option!r}"
+    problem = _micro_batch_problem(args)
+    if problem:
+        return problem
     if args.shuffle_partitions < 1:
         return f"--shuffle-partitions must be at least 1, got {args.shuffle_partitions}"
     if args.real_time is not None:
@@ -339,6 +343,62 @@ def _check_arguments(args: argparse.Namespace) -> str | None:
         if problem:
             return problem
     return _broker_problem(args.bootstrap_servers, args.broker_timeout)
+
+
+def _micro_batch_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the flags only Spark's Kafka source and trigger read, which Spark would
+    report only once its session and query start, in its own words (a negative
+    ``maxOffsetsPerTrigger`` ends in "Some data may have been lost")."""
+    from kstreams_spark._intervals import interval_micros, interval_problem
+
+    if args.max_offsets_per_trigger is not None and args.max_offsets_per_trigger < 1:
+        return f"--max-offsets-per-trigger must be at least 1, got {args.max_offsets_per_trigger}"
+    if args.trigger_interval is not None:
+        problem = interval_problem(args.trigger_interval)
+        if problem:
+            return f"--trigger-interval: {problem}"
+        if interval_micros(args.trigger_interval) % 1000:
+            return f"--trigger-interval: Spark's triggers count whole milliseconds, got {args.trigger_interval!r}"
+    return _starting_offsets_problem(args.starting_offsets, args.topic)
+
+
+def _starting_offsets_problem(text: str, topic: str) -> str | None:
+    """Why Spark's Kafka source would refuse ``--starting-offsets``, or None: ``earliest``,
+    ``latest``, or JSON naming partitions of ``topic``, each an offset, -2 (earliest) or -1 (latest).
+
+    >>> _starting_offsets_problem('{"events": {"0": 23, "1": -2}}', "events") is None
+    True
+    >>> print(_starting_offsets_problem("first", "events"))
+    --starting-offsets takes earliest, latest or JSON such as {"events": {"0": 23, "1": -2}} (-2: earliest, -1: latest), got 'first'
+    """
+    if text in ("earliest", "latest"):
+        return None
+    usage = (
+        f'--starting-offsets takes earliest, latest or JSON such as {{"{topic}": {{"0": 23, "1": -2}}}} '
+        f"(-2: earliest, -1: latest), got {text!r}"
+    )
+    try:
+        offsets = json.loads(text)
+    except ValueError:
+        return usage
+    if not isinstance(offsets, dict) or not offsets:
+        return usage
+    for name, partitions in offsets.items():
+        if name not in topic.split(","):  # --topic is Spark's subscribe: a comma-separated list
+            return f"--starting-offsets names topic {name!r}, but the query reads --topic {topic!r}"
+        if not isinstance(partitions, dict) or not partitions:
+            return usage
+        for partition, offset in partitions.items():
+            if (
+                not partition.isdigit()
+                or isinstance(offset, bool)
+                or not isinstance(offset, int)
+                or offset < -2
+            ):
+                return f"--starting-offsets: partition {partition!r} of {name!r} has offset {offset!r}; " + (
+                    "partitions are numbers, offsets at least -2 (-2: earliest, -1: latest)"
+                )
+    return None
 
 
 def _real_time_problem(args: argparse.Namespace) -> str | None:
@@ -806,16 +866,18 @@ def run_dedup(args: argparse.Namespace) -> int:
             .option("checkpointLocation", os.path.abspath(args.checkpoint))
             .options(**kafka_options)
         )
-        if args.real_time:
-            from kstreams_spark._intervals import interval_micros
+        from kstreams_spark._intervals import interval_micros
 
+        if args.real_time:
             # Spark's own reading of the duration, whatever form --real-time took
             batch_ms = interval_micros(args.real_time) // 1000
             writer = writer.outputMode("update").trigger(realTime=f"{batch_ms} milliseconds")
         elif args.available_now:
             writer = writer.trigger(availableNow=True)
         else:
-            writer = writer.trigger(processingTime=args.trigger_interval or "0 seconds")
+            # in milliseconds, the trigger's unit: Spark's own interval grammar differs from ours
+            every_ms = interval_micros(args.trigger_interval) // 1000 if args.trigger_interval else 0
+            writer = writer.trigger(processingTime=f"{every_ms} milliseconds")
         print(
             f"deduplicating {args.topic} -> {args.output_topic} by {args.by}"
             f"{'' if args.by == 'sequence' else f' within {args.interval}'}"
