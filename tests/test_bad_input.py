@@ -435,6 +435,29 @@ def test_dataframe_of_a_stopped_session(tmp_path):
     ), out.stderr[-2000:]
 
 
+def test_configure_spark_refuses_a_plain_session_already_running(tmp_path):
+    """getOrCreate() would return the running session without the jar; say to stop it (in its
+    own process: it needs a plain SparkContext)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "plain.py"
+    script.write_text(
+        "from pyspark.sql import SparkSession\n"
+        "from kstreams_spark import KStreamsError, configure_spark\n"
+        "plain = SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false').getOrCreate()\n"
+        "try:\n"
+        "    configure_spark(SparkSession.builder.master('local[1]')).getOrCreate()\n"
+        "except KStreamsError as e:\n"
+        "    print('KStreamsError:', e)\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180)
+    assert (
+        "KStreamsError: a Spark session without kstreams-spark is already running in this process, and "
+        "getOrCreate() would return it unchanged: stop it first (spark.stop())" in out.stdout
+    ), out.stderr[-2000:]
+
+
 @pytest.mark.parametrize(
     "topic, message",
     [

@@ -142,8 +142,8 @@ def _jvm_package(spark: SparkSession):
     if type(package.PythonAPI).__name__ == "JavaPackage":
         raise KStreamsError(
             "the kstreams-spark jar is not on this session's classpath; create the session with "
-            "kstreams_spark.configure_spark(SparkSession.builder).getOrCreate() "
-            f"(or pass --jars {jar_path()} to spark-submit)"
+            "kstreams_spark.configure_spark(SparkSession.builder).getOrCreate(), with no other session "
+            f"running in this process (stop it first), or pass --jars {jar_path()} to spark-submit"
         )
     return package
 

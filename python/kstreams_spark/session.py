@@ -10,6 +10,7 @@ from urllib.parse import urlparse
 from pyspark.sql import SparkSession
 
 from kstreams_spark._jvm import jar_path
+from kstreams_spark.errors import KStreamsError
 
 KAFKA_CONNECTOR_DIR = os.path.join(os.path.dirname(__file__), "jars", "kafka")
 
@@ -56,8 +57,12 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
     the builder's ``spark.pyspark.python``, which PySpark reads only under spark-submit), so
     Python processors' workers have the same packages as the driver.
 
+    A plain Spark session already running in this process is refused with a ``KStreamsError``:
+    ``getOrCreate()`` would hand it back unchanged, without the jars or settings.
+
     >>> spark = configure_spark(SparkSession.builder.master("local[2]")).getOrCreate()
     """
+    _refuse_running_session_without_kstreams()
     jars = [jar_path(), *kafka_connector_jars()]
     options = getattr(builder, "_options", {})
 
@@ -86,6 +91,21 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
         # spark.pyspark.python names) where PySpark looks.
         os.environ["PYSPARK_PYTHON"] = workers_python
     return builder
+
+
+def _refuse_running_session_without_kstreams() -> None:
+    """Refuses a SparkContext of this process started without the kstreams jar: the builder's
+    ``getOrCreate()`` returns a running session as it is (Spark ignores the builder's jars), so
+    every operator would then fail on a missing class."""
+    from pyspark import SparkContext
+
+    running = SparkContext._active_spark_context
+    if running is not None and type(running._jvm.kstreams.PythonAPI).__name__ == "JavaPackage":
+        raise KStreamsError(
+            "a Spark session without kstreams-spark is already running in this process, and "
+            "getOrCreate() would return it unchanged: stop it first (spark.stop()), then create the "
+            "session with configure_spark(SparkSession.builder...).getOrCreate()"
+        )
 
 
 def _local_workers_python(options: dict) -> str | None:
