@@ -479,3 +479,14 @@ def test_to_refuses_a_topic_name_kafka_refuses_at_once(spark, df, topic, message
         KStream(df).to(topic)
     assert message in str(refused.value)
     KStream(df).to("ok.topic_name-1")  # every legal character
+
+
+def test_merge_names_the_column_whose_types_differ(spark, df):
+    """Kafka Streams' merge has one value type; a union would cast or fail on one value."""
+    numbers = KStream(df.withColumn("value", F.length("key")))
+    with pytest.raises(KStreamsError) as refused:
+        KStream(df).merge(numbers)
+    assert str(refused.value) == (
+        "merge needs the same column types on both streams: 'value' is string in this stream and int in "
+        'the other; cast one of them, e.g. col("value").cast("string")'
+    )

@@ -215,6 +215,16 @@ final class KStream private[kstreams] (val df: DataFrame, val columns: StreamCol
       throw new KStreamsException(
         s"merge needs streams with the same columns; this has ${df.columns.mkString(", ")}, " +
           s"the other has ${other.df.columns.mkString(", ")}")
+    // as Kafka Streams' merge, one type per column: Spark's union would widen or cast one side's
+    // values silently, or fail on one value without naming the two types
+    // (catalogString: a type without its nullability, which a union may differ in)
+    val types = other.df.schema.fields.map(f => f.name -> f.dataType.catalogString).toMap
+    df.schema.fields.map(f => f.name -> f.dataType.catalogString).find { case (n, t) => t != types(n) }.foreach {
+      case (name, t) =>
+        throw new KStreamsException(
+          s"merge needs the same column types on both streams: '$name' is $t in this stream and " +
+            s"${types(name)} in the other; cast one of them, e.g. col(\"$name\").cast(\"$t\")")
+    }
     // Both sides may carry a kstreams metric of the same name (two `toTable` results): Spark
     // refuses a union of different metrics with one name, so the other side's are renamed.
     val Seq(left, right) = ObservedNames.distinct(Seq(df, other.df))
