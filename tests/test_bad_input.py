@@ -490,3 +490,43 @@ def test_merge_names_the_column_whose_types_differ(spark, df):
         "merge needs the same column types on both streams: 'value' is string in this stream and int in "
         'the other; cast one of them, e.g. col("value").cast("string")'
     )
+
+
+@pytest.mark.parametrize(
+    "operator",
+    [
+        lambda s: s.deduplicate_by_key("10 s"),
+        lambda s: s.deduplicate("value", "10 s"),
+        lambda s: s.deduplicate_by_sequence(F.lit(1)),
+        lambda s: s.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace("1 minute")).distinct(),
+        lambda s: s.group_by_key().count().to_stream(),
+        lambda s: (
+            s.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace("1 minute")).count().to_stream()
+        ),
+        lambda s: s.to_table().to_stream(),
+    ],
+    ids=[
+        "deduplicate_by_key",
+        "deduplicate",
+        "deduplicate_by_sequence",
+        "windowed_distinct",
+        "count",
+        "windowed_count",
+        "to_table",
+    ],
+)
+def test_null_partition_fails_every_operator_naming_column_and_offset(spark, operator):
+    """One rule for every operator: a record without a partition belongs to no task."""
+    records = with_offsets([Rec("a", 1, partition=4), Rec("b", 2, partition=4)])
+    rows = [
+        (r.key, r.value, r.timestamp(), None if i == 1 else r.partition, r.offset)
+        for i, r in enumerate(records)
+    ]
+    df = spark.createDataFrame(rows, SCHEMA)
+    with pytest.raises(Exception) as e:
+        operator(KStream(df)).df.collect()
+    assert "null partition in column 'partition' at partition null, offset 1" in str(e.value)
+    assert (
+        "pass partition=None (Scala: StreamColumns(partition = None)) to read the stream as one partition"
+        in str(e.value)
+    )

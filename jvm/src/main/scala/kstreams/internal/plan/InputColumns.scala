@@ -37,12 +37,19 @@ private[kstreams] final case class InputColumns(
     * Kafka Streams task; a null partition gets -1 so that it reaches [[checkedPartition]]. */
   def group: Column = coalesce(partition, lit(-1))
 
-  /** [[partition]], failing the query on a null with the column and offset. */
+  /** [[partition]], failing the query on a null with the column and offset: every operator's
+    * partition, since a record without one belongs to no task (spec section 1). */
   def checkedPartition: Column =
     when(
       partition.isNull,
-      raise_error(concat(lit(s"null partition in column '${partitionName.getOrElse("")}' at "), where)))
-      .otherwise(partition)
+      raise_error(
+        concat(
+          lit(s"null partition in column '${partitionName.getOrElse("")}' at "),
+          where,
+          lit("; fix the source, or pass partition=None (Scala: StreamColumns(partition = None)) to read " +
+            "the stream as one partition")
+        ))
+    ).otherwise(partition)
 
   /** `partition 3, offset 42` as a column, for errors raised inside Catalyst. */
   def where: Column = InputColumns.where(partition, rawOffset)

@@ -97,7 +97,7 @@ private[kstreams] object Keyed {
         Seq(
           col(quote(keyFields(index).name)).as(Key),
           lit(index).as(Side),
-          input.group.as(Partition),
+          input.checkedPartition.as(Partition),
           input.order.as(Order),
           input.timestampMicros.as(TimestampMicros)
         ) ++ values: _*)
