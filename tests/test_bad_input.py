@@ -530,3 +530,19 @@ def test_null_partition_fails_every_operator_naming_column_and_offset(spark, ope
         "pass partition=None (Scala: StreamColumns(partition = None)) to read the stream as one partition"
         in str(e.value)
     )
+
+
+def test_a_function_written_for_record_values_says_it_gets_columns(spark, df):
+    """A user's function is applied once to Columns; Python's own error ("'Column' object is not
+    callable") would not say so."""
+    with pytest.raises(KStreamsError) as refused:
+        KStream(df).map_values(lambda v: v.upper())
+    assert str(refused.value) == (
+        "mapper raised TypeError: 'Column' object is not callable; it is called once, with Columns, to "
+        "build a Spark expression (not once per record with its values): write it with "
+        "pyspark.sql.functions, e.g. lambda v: F.upper(v)"
+    )
+    with pytest.raises(
+        KStreamsError, match=r"^key_selector raised TypeError: object of type 'Column' has no len\(\)"
+    ):
+        KStream(df).select_key(lambda k, v: len(v))

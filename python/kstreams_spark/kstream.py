@@ -529,7 +529,16 @@ def _applied(function, what: str, *inputs: Column):
         return java_column(function, what)
     if not callable(function):
         raise KStreamsError(f"{what} must be a Column or a callable, got {type(function).__name__}")
-    return java_column(function(*inputs), f"{what} result")
+    try:
+        result = function(*inputs)
+    except Exception as e:
+        # the usual cause: code for one record's values (v.upper(), v + "x" on ints, len(v))
+        raise KStreamsError(
+            f"{what} raised {type(e).__name__}: {e}; it is called once, with Columns, to build a Spark "
+            "expression (not once per record with its values): write it with pyspark.sql.functions, "
+            "e.g. lambda v: F.upper(v)"
+        ) from e
+    return java_column(result, f"{what} result")
 
 
 def joined_column(spark, joiner: Column | KeyValueFunction):
