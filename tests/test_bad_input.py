@@ -546,3 +546,25 @@ def test_a_function_written_for_record_values_says_it_gets_columns(spark, df):
         KStreamsError, match=r"^key_selector raised TypeError: object of type 'Column' has no len\(\)"
     ):
         KStream(df).select_key(lambda k, v: len(v))
+
+
+def test_processor_arguments_of_the_wrong_python_type_are_named(spark, df):
+    """A store spec not in a list and a type given as a string reach no Python internals."""
+    from kstreams_spark import Stores
+
+    class Passing(Processor):
+        def process(self, record):
+            self.context.forward(record)
+
+    with pytest.raises(KStreamsError) as refused:
+        KStream(df).process(Passing, stores=Stores.key_value("seen"))
+    assert str(refused.value) == (
+        "stores must be a list of Stores.key_value(...) specs, e.g. stores=[Stores.key_value('seen')], "
+        "got StoreSpec(name='seen')"
+    )
+    with pytest.raises(KStreamsError) as refused:
+        KStream(df).process(Passing, key_type="string")
+    assert str(refused.value) == (
+        "key_type must be a pyspark DataType such as StringType() or LongType() (from pyspark.sql.types), "
+        "got 'string'"
+    )

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+from pyspark.sql.types import DataType, IntegerType, LongType, StructField, StructType
 
 from kstreams_spark._processor_runtime import (
     FORWARD_TS,
@@ -47,6 +47,11 @@ def supplier_of(supplier: Any) -> Callable[[], Processor]:
 
 
 def check_stores(stores: Iterable[StoreSpec]) -> list[str]:
+    """The names of the declared ``stores``, each checked to be a spec, once."""
+    if isinstance(stores, (StoreSpec, str)) or not isinstance(stores, Iterable):
+        raise KStreamsError(
+            f"stores must be a list of Stores.key_value(...) specs, e.g. stores=[Stores.key_value('seen')], got {stores!r}"
+        )
     stores = list(stores)
     for s in stores:
         if not isinstance(s, StoreSpec):
@@ -161,6 +166,16 @@ def string_type():
     return StringType()
 
 
+def check_types(key_type, value_type) -> None:
+    """``key_type`` and ``value_type``, each None or a pyspark ``DataType``."""
+    for what, given in (("key_type", key_type), ("value_type", value_type)):
+        if given is not None and not isinstance(given, DataType):
+            raise KStreamsError(
+                f"{what} must be a pyspark DataType such as StringType() or LongType() (from "
+                f"pyspark.sql.types), got {given!r}"
+            )
+
+
 def process(
     stream,
     supplier: Any,
@@ -175,6 +190,7 @@ def process(
 
     supplier = supplier_of(supplier)
     store_names = check_stores(stores)
+    check_types(key_type, value_type)
     df = stream.df
     if wall_clock and not df.isStreaming:
         raise KStreamsError(

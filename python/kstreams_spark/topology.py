@@ -43,7 +43,7 @@ from pyspark.sql.types import DataType
 
 from kstreams_spark._connect import is_connect
 from kstreams_spark._jvm import door
-from kstreams_spark._processor_plan import check_stores, normalized_input, run, supplier_of
+from kstreams_spark._processor_plan import check_stores, check_types, normalized_input, run, supplier_of
 from kstreams_spark._processor_runtime import FORWARD_TS, SINK, NodeSpec
 from kstreams_spark.errors import KStreamsError
 from kstreams_spark.processor import StoreSpec
@@ -121,6 +121,7 @@ class Topology:
         self._graph = door(spark).topologyGraph()
         self._nodes: dict[str, _Node] = {}
         self._kafka_options = dict(kafka_options or {})
+        check_types(key_type, value_type)
         self._key_type, self._value_type = key_type, value_type
         self._columns = columns
 
