@@ -568,3 +568,15 @@ def test_processor_arguments_of_the_wrong_python_type_are_named(spark, df):
         "key_type must be a pyspark DataType such as StringType() or LongType() (from pyspark.sql.types), "
         "got 'string'"
     )
+
+
+def test_a_function_returning_a_python_value_says_to_return_a_column(spark, df):
+    """A str result would be read as a column name, and Spark would then suggest kstreams'
+    internal columns (``__kstreams_value0``)."""
+    with pytest.raises(KStreamsError) as refused:
+        KStream(df).join(
+            KStream(df), lambda left, right: "both", JoinWindows.of_time_difference_with_no_grace("1 s")
+        )
+    assert (
+        str(refused.value) == "joiner must return a Column, got str 'both'; for a constant, return F.lit(...)"
+    )

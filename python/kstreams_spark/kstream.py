@@ -538,6 +538,12 @@ def _applied(function, what: str, *inputs: Column):
             "expression (not once per record with its values): write it with pyspark.sql.functions, "
             "e.g. lambda v: F.upper(v)"
         ) from e
+    if not isinstance(result, Column):
+        # a str would be read as a column name, and Spark would then suggest kstreams' own columns
+        raise KStreamsError(
+            f"{what} must return a Column, got {type(result).__name__} {result!r}; for a constant, "
+            "return F.lit(...)"
+        )
     return java_column(result, f"{what} result")
 
 
