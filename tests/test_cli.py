@@ -226,6 +226,8 @@ def test_mistakes_get_one_line_before_spark_starts(tmp_path):
             [*dedup, "--bootstrap-servers", "127.0.0.1:1", "--starting-offsets", '{"t": {"0": -3}}'],
             "--starting-offsets: partition '0' of 't' has offset -3; partitions are numbers, offsets at least -2",
         ),
+        (["connect-server", "--port", "-1"], "connect-server: error: --port must be from 1 to 65535, got -1"),
+        (["connect-server", "--port", "70000"], "--port must be from 1 to 65535, got 70000"),
         # argparse's own mistakes, without its usage text
         (
             ["demo", "--format", "csv"],
@@ -335,3 +337,21 @@ def test_demo_compares_with_spark_on_the_generated_stream(tmp_path):
     }, out.stdout
     with open(tmp_path / "out" / "comparison.png", "rb") as picture:
         assert picture.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_connect_server_refuses_a_port_in_use_before_starting():
+    """Something already listens on the port: one line, exit 2, no "ready" (the server would
+    fail only after its start-up, and the one listening would answer in its place)."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = run_cli("connect-server", "--port", str(port), timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == ""
+    assert out.stderr == (
+        f"kstreams-spark connect-server: error: --port {port}: cannot listen on 127.0.0.1:{port}: something "
+        "already listens there (another Connect server?); stop it or choose another --port\n"
+    )

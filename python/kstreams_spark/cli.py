@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import os
 import re
@@ -292,7 +293,9 @@ def _check_arguments(args: argparse.Namespace) -> str | None:
     from kstreams_spark._intervals import interval_problem
 
     if args.command == "connect-server":
-        return None if args.shuffle_partitions > 0 else "--shuffle-partitions must be at least 1"
+        if args.shuffle_partitions < 1:
+            return "--shuffle-partitions must be at least 1"
+        return _port_problem(args.host, args.port)
     if not (args.command == "dedup" and args.by == "sequence"):
         problem = interval_problem(args.interval)
         if problem:
@@ -507,6 +510,26 @@ def _broker_problem(bootstrap_servers: str, timeout_s: float) -> str | None:
                 "(--bootstrap-servers, --broker-timeout)"
             )
         time.sleep(0.2)
+
+
+def _port_problem(host: str, port: int) -> str | None:
+    """Why the Connect server could not listen on ``host:port``, or None: checked by binding it
+    here, since the server would report a port in use only after its start-up (and a server
+    already listening there would answer for it)."""
+    import socket
+
+    if not 0 < port < 65536:
+        return f"--port must be from 1 to 65535, got {port}"
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            # as the server's own socket: a port whose last connections linger (TIME_WAIT) is free
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as e:
+        in_use = e.errno == errno.EADDRINUSE
+        why = "something already listens there (another Connect server?)" if in_use else e.strerror
+        return f"--port {port}: cannot listen on {host}:{port}: {why}; stop it or choose another --port"
+    return None
 
 
 def run_connect_server(args: argparse.Namespace) -> int:
