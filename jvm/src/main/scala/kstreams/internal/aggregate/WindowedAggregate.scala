@@ -49,9 +49,12 @@ private[kstreams] abstract class WindowedAggregateProcessor(
     bucketMicros: Long,
     drop: DropMarker,
     late: LateRows)
-    extends StatefulProcessor[Int, Row, Row] {
+    extends StatefulProcessor[Int, Row, Row]
+    with RealTimeCapable {
 
   @transient private var entries: MapState[Array[Byte], Row] = _
+  // across calls: in a real-time batch each call holds one row
+  @transient private lazy val order = new TaskOrderCheck(layout, "a windowed aggregation")
   @transient private var index: KeyBuckets = _
   @transient private var clocks: PartitionClocks = _
   @transient private lazy val keyBytes = new ValueSerializer(keyType)
@@ -97,9 +100,8 @@ private[kstreams] abstract class WindowedAggregateProcessor(
     clocks.begin(nowMs)
     val cache = mutable.HashMap.empty[ByteBuffer, KeyWindows]
     val out = mutable.ArrayBuffer.empty[Row]
-    val order = new TaskOrderCheck(layout, "a windowed aggregation")
     rows.foreach { r =>
-      val partition = order.check(r)
+      val partition = order.check(group, r)
       if (r.getBoolean(layout.markerIndex)) clocks.marker(partition, r.getLong(layout.batchStreamTimeIndex))
       else if (r.isNullAt(keyed.keyIndex)) out += drop(DropReasons.NullKey)
       else {

@@ -218,7 +218,7 @@ private[kstreams] final class StreamJoinProcessor(
     val out = mutable.ArrayBuffer.empty[Row]
     val order = new TaskOrderCheck(layout, "a stream-stream join")
     rows.foreach { r =>
-      val partition = order.check(r)
+      val partition = order.check(group, r)
       // clock `c` of this record's partition at this record (its own time included)
       def clock(c: Int): Long = clocks(c).streamTime(partition, r.getLong(layout.clockIndex(c)))
       if (r.getBoolean(layout.markerIndex))

@@ -86,10 +86,11 @@ private[kstreams] final class DescribedProcessor[K, I, O](
 /** A processor that runs in a real-time query (spec section 8) as in a micro-batch: it reads the
   * real-time branch of [[ArrivalOrder.prepare]] or [[ArrivalOrder.prepareCompact]] (unsorted, in
   * each partition's order, one row per `handleInputRows` call; the compact input with an
-  * end-of-batch marker per input partition, [[EndMarkers]]), or [[Keyed.Input.grouped]] (one
+  * end-of-batch marker per input partition, [[EndMarkers]]), [[Keyed.Input.grouped]] (one
   * group per key: Spark's shuffle by key, which in real-time mode has no sort after it, delivers
-  * a key's records of one partition in offset order), and keeps nothing a later call of the
-  * batch needs in a call's locals. Every other kstreams processor is refused there by
+  * a key's records of one partition in offset order) or [[TaskClocks.prepare]]'s one-sided input
+  * (annotated in the source task, its markers at the batch's end), and keeps nothing a later call
+  * of the batch needs in a call's locals. Every other kstreams processor is refused there by
   * [[DescribedProcessor]] before a record is read. */
 private[kstreams] trait RealTimeCapable
 
@@ -100,7 +101,7 @@ private[kstreams] object RealTimeCapable {
     new KStreamsException(
       s"$operator cannot run in real-time mode (trigger(realTime=...)): of the kstreams operators only " +
         "deduplicate_by_key, deduplicate_by_key_value, deduplicate_by_sequence, windowed distinct, " +
-        "the aggregations without windows (count, reduce, aggregate) and to_table run there " +
+        "the aggregations (count, reduce, aggregate; plain, tumbling and session windows) and to_table run there " +
         "(README, \"Real-time mode\"); " +
         "run this query with a micro-batch trigger, e.g. trigger(processingTime='0 seconds')")
 }

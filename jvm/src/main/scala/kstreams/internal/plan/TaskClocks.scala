@@ -2,7 +2,7 @@ package kstreams
 package internal
 package plan
 
-import org.apache.spark.sql.{Encoders, KeyValueGroupedDataset, Row}
+import org.apache.spark.sql.{DataFrame, Encoders, KeyValueGroupedDataset, Row}
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.kstreams.ArrivalOrderSort
 import org.apache.spark.sql.types._
@@ -75,8 +75,7 @@ private[kstreams] object TaskClocks {
     *             aggregations skip a null-key record before it moves their stream time). */
   def prepare(keyed: Keyed.Input, join: Boolean): Input = {
     val rows = keyed.rows.select(col("*"), col(Partition).as(Task), pmod(hash(col(Key)), lit(Groups)).as(Group))
-    val byTask = ArrivalOrderSort.partitionAndSort(rows, Task, Seq(Side, Order), roundRobin = true)
-    val inSchema = byTask.schema
+    val inSchema = rows.schema
     val clockCount = if (join) 4 else 1
     // every column nullable: a marker row has no key or value
     val schema = StructType(
@@ -87,10 +86,25 @@ private[kstreams] object TaskClocks {
         Seq(StructField(Marker, BooleanType, nullable = false)))
     val annotate =
       new Annotate(keyed.layout, inSchema.size, inSchema.fieldIndex(Task), inSchema.fieldIndex(Group), join)
-    val annotated = byTask.mapPartitions(annotate.apply _)(Encoders.row(schema)).toDF()
-    val sorted = ArrivalOrderSort.partitionAndSort(annotated, Group, Seq(Partition, TaskSeq), roundRobin = true)
+    def microBatch(in: DataFrame): DataFrame = {
+      val byTask = ArrivalOrderSort.partitionAndSort(in, Task, Seq(Side, Order), roundRobin = true)
+      val annotated = byTask.mapPartitions(annotate.apply _)(Encoders.row(schema)).toDF()
+      ArrivalOrderSort.partitionAndSort(annotated, Group, Seq(Partition, TaskSeq), roundRobin = true)
+    }
+    // A real-time query (spec section 8) may not sort, and needs no first shuffle: each Kafka
+    // partition is read by one source task, in offset order, so the source task annotates its
+    // records as they come and, once its batch duration is over, appends the markers; the
+    // pipelined shuffle to the groups keeps each task's order. Only one-sided input: a join's
+    // two sides are two source tasks, which would have to meet in one task to be merged.
+    def realTime(in: DataFrame): DataFrame = {
+      val annotated = in.mapPartitions(annotate.apply _)(Encoders.row(schema)).toDF()
+      ArrivalOrderSort.partitionAndSort(annotated, Group, Nil, roundRobin = true)
+    }
+    val ordered =
+      if (join || !keyed.streaming) microBatch(rows)
+      else ArrivalOrderSort.byTrigger(rows)(microBatch, realTime)
     Input(
-      sorted.groupBy(col(Group)).as[Int, Row](Encoders.scalaInt, Encoders.row(schema)),
+      ordered.groupBy(col(Group)).as[Int, Row](Encoders.scalaInt, Encoders.row(schema)),
       Layout(keyed.layout, inSchema.size, clockCount))
   }
 
@@ -175,23 +189,24 @@ private[kstreams] object TaskClocks {
   }
 }
 
-/** Checks, as a [[TaskClocks]] processor reads a group's rows, that they come by partition and, in
-  * a partition, in task order (the second shuffle's sort); fails loudly if a planner ever broke
-  * it. One per group and micro-batch. */
+/** Checks, as a [[TaskClocks]] processor reads its groups' rows, that each partition's rows of a
+  * group come in task order (its records by [[HelperColumns.TaskSeq]], then its markers): the
+  * second shuffle's sort in a micro-batch, the pipelined shuffle's order in a real-time batch,
+  * where a group's rows of several partitions interleave and come one per call. Fails loudly if a
+  * planner ever broke it. One per processor instance (a task's batch), across its calls. */
 private[kstreams] final class TaskOrderCheck(layout: TaskClocks.Layout, operator: String) {
-  private var lastPartition = Int.MinValue
-  private var lastSeq = Long.MinValue
+  private val lastSeq = scala.collection.mutable.HashMap.empty[(Int, Int), Long]
 
-  /** `row`'s partition, after checking its place. */
-  def check(row: Row): Int = {
+  /** `row`'s partition, after checking its place among its group's rows of that partition. */
+  def check(group: Int, row: Row): Int = {
     val partition = row.getInt(layout.keyed.partitionIndex)
     val seq = row.getLong(layout.taskSeqIndex)
-    if (partition < lastPartition || (partition == lastPartition && seq < lastSeq))
+    val last = lastSeq.getOrElse((group, partition), Long.MinValue)
+    if (seq < last)
       throw new IllegalStateException(
         s"kstreams internal error: partition $partition arrived out of order in $operator " +
-          s"($seq after partition $lastPartition, $lastSeq). Please report this with the query plan.")
-    lastPartition = partition
-    lastSeq = seq
+          s"($seq after $last). Please report this with the query plan.")
+    lastSeq((group, partition)) = seq
     partition
   }
 }

@@ -71,7 +71,15 @@ object ArrivalOrderStrategy extends SparkStrategy {
           .collectFirst { case TriggerInput(marked) => marked }
           .getOrElse(throw new IllegalStateException("kstreams internal error: no TriggerInput under ByTrigger"))
         val batch = realTime.transformUp { case TriggerInput(template) =>
-          require(template.output == input.output, "kstreams internal error: the batch's input changed its columns")
+          // the same columns; the batch's optimized input may know more columns to be non-null
+          // than the template analyzed on the stream (a null check folded away), which the
+          // template's references above may keep assuming nullable, never the other way round
+          val same = template.output.size == input.output.size && template.output.zip(input.output).forall {
+            case (t, i) => t.exprId == i.exprId && t.dataType == i.dataType && (t.nullable || !i.nullable)
+          }
+          require(
+            same,
+            s"kstreams internal error: the batch's input changed its columns: ${template.output} against ${input.output}")
           TriggerInput(input)
         }
         val rt = classic.SparkSession.active.sessionState.optimizer.execute(batch)
