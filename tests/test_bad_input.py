@@ -290,6 +290,26 @@ def test_a_bad_schedule_fails_the_query_naming_the_processor(spark, df, processo
     assert message in str(e.value)
 
 
+class _ForwardsADict(Processor):
+    def init(self, context):
+        self.context = context
+
+    def process(self, record):
+        self.context.forward(record.key, {"amount": 1})
+
+
+def test_a_processor_forwarding_a_value_of_the_wrong_type_is_named(spark, df):
+    """Arrow would refuse the dict in a worker traceback naming neither the processor nor the
+    type (``ArrowTypeError: Expected bytes, got a 'dict' object``)."""
+    with pytest.raises(Exception) as e:
+        KStream(df).process(_ForwardsADict, name="amounts").df.collect()
+    assert (
+        "processor 'amounts' forwarded a value of type dict ({'amount': 1}) at partition 0, offset 0, "
+        "where the output's value is string: convert it in the processor, or declare value_type= "
+        "(process() or Topology)"
+    ) in str(e.value)
+
+
 # a@1 (offset 0, "v0"), then a and b with null timestamps (offsets 1 and 2), then b@3 (offset 3)
 SKIPPED = [Rec("a", 1), Rec("a", None), Rec("b", None), Rec("b", 3)]
 

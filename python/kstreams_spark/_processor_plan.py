@@ -154,6 +154,7 @@ def run(
         has_offset,
         (SINK, output_names[0], output_names[1], FORWARD_TS, output_names[2], output_names[3]),
         output_names[2],
+        (key_type, value_type),
     )
     return df.groupBy(GROUP).transformWithState(
         runner, output, "Append", "ProcessingTime" if wall_clock else "None"

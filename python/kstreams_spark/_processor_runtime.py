@@ -146,6 +146,19 @@ class Task:
             if self.offset is not None
             else f"partition {self.partition} (forwarded by '{node.spec.name}' in a punctuation)"
         )
+        for what, given, verify, t in zip(
+            ("key", "value"), (key, value), self.runner.verifiers, self.runner.output_types, strict=True
+        ):
+            if verify is not None:
+                try:
+                    verify(given)
+                except (TypeError, ValueError):
+                    raise KStreamsError(
+                        f"processor '{node.spec.name}' forwarded a {what} of type {type(given).__name__} "
+                        f"({given!r:.80}) at {where}, where the output's {what} is "
+                        f"{t.simpleString()}: convert it in the processor, or declare {what}_type= "
+                        "(process() or Topology)"
+                    ) from None
         for sink in node.spec.sinks:
             self.out.append(self.runner.output_row(sink, key, value, ts_micros, self.partition, self.offset))
         for child in node.spec.children:
@@ -292,9 +305,14 @@ class Runner(StatefulProcessor):
         has_offset: bool,
         output_names: tuple[str, ...],
         partition_name: str = "partition",
+        output_types: tuple = (None, None),
     ) -> None:
         self.nodes = nodes
         self.partition_name = partition_name
+        # the output's key and value types: a forwarded key or value is checked against them
+        # where it is forwarded, since Arrow would refuse it later, in a worker traceback that
+        # names neither the processor nor the type
+        self.output_types = output_types
         self.source_children = source_children
         self.store_names = sorted({s for n in nodes for s in n.stores})
         self.timestamp_name = timestamp_name
@@ -315,6 +333,7 @@ class Runner(StatefulProcessor):
         self.store_states = {n: handle.getMapState("store_" + n, binary, binary) for n in self.store_names}
         self.tasks: dict[int, Task] = {}
         self.output_row = Row(*self.output_names)
+        self.verifiers = [None if t is None else _verifier(t) for t in self.output_types]
 
     def _task(self, group: Any, processing_time_ms: int) -> Task:
         partition = group[0] if isinstance(group, tuple) else group
@@ -360,3 +379,35 @@ def arrival_order(rows: Iterable[Row]) -> Iterator[Row]:
     if len(queues) == 1:
         return iter(queues[0])
     return heapq.merge(*queues, key=lambda r: r[TIMESTAMP_MICROS] if r[TIMESTAMP_MICROS] is not None else low)
+
+
+def _verifier(data_type):
+    """A check that a Python value fits ``data_type``, raising TypeError when it does not: the
+    atomic types as Arrow reads them (pyspark's own verifier accepts anything for a string),
+    pyspark's verifier for the rest."""
+    import numbers
+
+    from pyspark.sql import types as T
+
+    accepted = {
+        T.StringType: (str,),
+        T.BinaryType: (bytes, bytearray, str),  # Arrow writes a str as its UTF-8 bytes
+        T.BooleanType: (bool,),
+        T.LongType: (numbers.Integral,),
+        T.IntegerType: (numbers.Integral,),
+        T.ShortType: (numbers.Integral,),
+        T.ByteType: (numbers.Integral,),
+        T.DoubleType: (numbers.Real,),
+        T.FloatType: (numbers.Real,),
+    }.get(type(data_type))
+    if accepted is None:
+        return T._make_type_verifier(data_type, nullable=True)
+    integral = numbers.Integral in accepted
+
+    def verify(value) -> None:
+        if value is None:
+            return
+        if not isinstance(value, accepted) or (integral and isinstance(value, bool)):
+            raise TypeError(f"{type(value).__name__} is not {data_type.simpleString()}")
+
+    return verify
