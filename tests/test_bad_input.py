@@ -600,3 +600,35 @@ def test_a_function_returning_a_python_value_says_to_return_a_column(spark, df):
     assert (
         str(refused.value) == "joiner must return a Column, got str 'both'; for a constant, return F.lit(...)"
     )
+
+
+def test_python_arguments_of_the_wrong_kind_are_named(spark, df):
+    """Mistakes found trying the API as a new user (issue 37's "twenty more"): each names the
+    argument and its right form instead of failing later in a worker or with Python internals."""
+    from kstreams_spark import configure_spark, operator_metrics
+
+    cases = [
+        (
+            lambda: KStream(df).process(object),
+            "process takes a processor class (a subclass of kstreams_spark.Processor) or a function "
+            "returning a processor, got type <class 'object'>",
+        ),
+        (
+            lambda: KStream(df).process(Processor, name=123),
+            "name must be a str (it names the processor in errors), got 123",
+        ),
+        (
+            lambda: configure_spark("local[2]"),
+            "configure_spark takes SparkSession.builder (e.g. SparkSession.builder.master('local[2]')), got str; "
+            "call getOrCreate() on what it returns",
+        ),
+        (
+            lambda: operator_metrics(None),
+            "operator_metrics takes a list of progress reports, e.g. query.recentProgress or "
+            "[query.lastProgress], got NoneType",
+        ),
+    ]
+    for call, message in cases:
+        with pytest.raises(KStreamsError) as refused:
+            call()
+        assert str(refused.value) == message

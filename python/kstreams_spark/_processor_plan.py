@@ -38,10 +38,10 @@ def supplier_of(supplier: Any) -> Callable[[], Processor]:
             f"processor), not an instance: got {type(supplier).__name__} instance; pass "
             f"{type(supplier).__name__} or lambda: {type(supplier).__name__}(...)"
         )
-    if not callable(supplier):
+    if not callable(supplier) or (isinstance(supplier, type) and not issubclass(supplier, Processor)):
         raise KStreamsError(
-            f"process takes a processor class or a function returning a "
-            f"processor, got {type(supplier).__name__} {supplier!r}"
+            f"process takes a processor class (a subclass of kstreams_spark.Processor) or a function "
+            f"returning a processor, got {type(supplier).__name__} {supplier!r}"
         )
     return supplier
 
@@ -192,6 +192,8 @@ def process(
     supplier = supplier_of(supplier)
     store_names = check_stores(stores)
     check_types(key_type, value_type)
+    if name is not None and not isinstance(name, str):
+        raise KStreamsError(f"name must be a str (it names the processor in errors), got {name!r}")
     df = stream.df
     if wall_clock and not df.isStreaming:
         raise KStreamsError(

@@ -16,6 +16,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+from kstreams_spark.errors import KStreamsError
+
 
 def operator_metrics(
     progresses: Iterable[dict[str, Any]], rates: bool = False
@@ -29,6 +31,11 @@ def operator_metrics(
     >>> operator_metrics([progress, progress])
     {'kstreams_deduplicate_by_key': {'forwarded': 6, 'duplicates_dropped': 4}}
     """
+    if isinstance(progresses, dict) or not isinstance(progresses, Iterable):
+        raise KStreamsError(
+            "operator_metrics takes a list of progress reports, e.g. query.recentProgress or "
+            f"[query.lastProgress], got {type(progresses).__name__}"
+        )
     progresses = list(progresses)
     totals: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for progress in progresses:

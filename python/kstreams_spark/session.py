@@ -62,6 +62,11 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
 
     >>> spark = configure_spark(SparkSession.builder.master("local[2]")).getOrCreate()
     """
+    if not isinstance(builder, SparkSession.Builder):
+        raise KStreamsError(
+            f"configure_spark takes SparkSession.builder (e.g. SparkSession.builder.master('local[2]')), "
+            f"got {type(builder).__name__}; call getOrCreate() on what it returns"
+        )
     _refuse_running_session_without_kstreams()
     jars = [jar_path(), *kafka_connector_jars()]
     options = getattr(builder, "_options", {})
