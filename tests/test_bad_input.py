@@ -610,8 +610,8 @@ def test_python_arguments_of_the_wrong_kind_are_named(spark, df):
     cases = [
         (
             lambda: KStream(df).process(object),
-            "process takes a processor class (a subclass of kstreams_spark.Processor) or a function "
-            "returning a processor, got type <class 'object'>",
+            "process takes a processor class (with a process(record) method, e.g. a subclass of "
+            "kstreams_spark.Processor) or a function returning a processor, got type <class 'object'>",
         ),
         (
             lambda: KStream(df).process(Processor, name=123),

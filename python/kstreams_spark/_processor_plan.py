@@ -38,10 +38,13 @@ def supplier_of(supplier: Any) -> Callable[[], Processor]:
             f"processor), not an instance: got {type(supplier).__name__} instance; pass "
             f"{type(supplier).__name__} or lambda: {type(supplier).__name__}(...)"
         )
-    if not callable(supplier) or (isinstance(supplier, type) and not issubclass(supplier, Processor)):
+    if not callable(supplier) or (
+        isinstance(supplier, type) and not callable(getattr(supplier, "process", None))
+    ):
         raise KStreamsError(
-            f"process takes a processor class (a subclass of kstreams_spark.Processor) or a function "
-            f"returning a processor, got {type(supplier).__name__} {supplier!r}"
+            f"process takes a processor class (with a process(record) method, e.g. a subclass of "
+            f"kstreams_spark.Processor) or a function returning a processor, got {type(supplier).__name__} "
+            f"{supplier!r}"
         )
     return supplier
 

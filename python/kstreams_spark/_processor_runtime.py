@@ -146,10 +146,12 @@ class Task:
             if self.offset is not None
             else f"partition {self.partition} (forwarded by '{node.spec.name}' in a punctuation)"
         )
+        # checked where the record leaves for the output only: between processors any value may
+        # pass, as between Kafka Streams processors (types matter at the sink)
         for what, given, verify, t in zip(
             ("key", "value"), (key, value), self.runner.verifiers, self.runner.output_types, strict=True
         ):
-            if verify is not None:
+            if verify is not None and node.spec.sinks:
                 try:
                     verify(given)
                 except (TypeError, ValueError):
@@ -382,16 +384,19 @@ def arrival_order(rows: Iterable[Row]) -> Iterator[Row]:
 
 
 def _verifier(data_type):
-    """A check that a Python value fits ``data_type``, raising TypeError when it does not: the
-    atomic types as Arrow reads them (pyspark's own verifier accepts anything for a string),
-    pyspark's verifier for the rest."""
+    """A check that a Python value fits ``data_type`` as the worker's Arrow conversion will read
+    it, raising TypeError when it does not (None: no check for this type): a quick type test for the atomic types (pyspark's own
+    verifier accepts anything for a string), pyspark's verifier for the rest, and what either
+    refuses is tried with Arrow itself before it is refused, so nothing Arrow takes is."""
     import numbers
 
+    import pyarrow as pa
     from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_type
 
     accepted = {
         T.StringType: (str,),
-        T.BinaryType: (bytes, bytearray, str),  # Arrow writes a str as its UTF-8 bytes
+        T.BinaryType: (bytes, bytearray, str),
         T.BooleanType: (bool,),
         T.LongType: (numbers.Integral,),
         T.IntegerType: (numbers.Integral,),
@@ -400,14 +405,28 @@ def _verifier(data_type):
         T.DoubleType: (numbers.Real,),
         T.FloatType: (numbers.Real,),
     }.get(type(data_type))
-    if accepted is None:
-        return T._make_type_verifier(data_type, nullable=True)
-    integral = numbers.Integral in accepted
+    try:
+        arrow_type = to_arrow_type(data_type)
+    except Exception:
+        return None  # a type this pyspark cannot give Arrow: the worker's own error stands
+    integral = accepted is not None and numbers.Integral in accepted
+    slow = None if accepted is not None else T._make_type_verifier(data_type, nullable=True)
+
+    def quick(value) -> bool:
+        if slow is not None:
+            try:
+                slow(value)
+                return True
+            except (TypeError, ValueError):
+                return False
+        return isinstance(value, accepted) and not (integral and isinstance(value, bool))
 
     def verify(value) -> None:
-        if value is None:
+        if value is None or quick(value):
             return
-        if not isinstance(value, accepted) or (integral and isinstance(value, bool)):
-            raise TypeError(f"{type(value).__name__} is not {data_type.simpleString()}")
+        try:
+            pa.array([value], type=arrow_type)
+        except (pa.ArrowException, TypeError, ValueError):
+            raise TypeError(f"{type(value).__name__} is not {data_type.simpleString()}") from None
 
     return verify

@@ -374,7 +374,7 @@ def _starting_offsets_problem(text: str, topic: str) -> str | None:
     >>> print(_starting_offsets_problem("first", "events"))
     --starting-offsets takes earliest, latest or JSON such as {"events": {"0": 23, "1": -2}} (-2: earliest, -1: latest), got 'first'
     """
-    if text in ("earliest", "latest"):
+    if text.strip().lower() in ("earliest", "latest"):  # as Spark's Kafka source reads them
         return None
     usage = (
         f'--starting-offsets takes earliest, latest or JSON such as {{"{topic}": {{"0": 23, "1": -2}}}} '
@@ -387,7 +387,7 @@ def _starting_offsets_problem(text: str, topic: str) -> str | None:
     if not isinstance(offsets, dict) or not offsets:
         return usage
     for name, partitions in offsets.items():
-        if name not in topic.split(","):  # --topic is Spark's subscribe: a comma-separated list
+        if name not in [t.strip() for t in topic.split(",")]:  # --topic is Spark's subscribe list
             return f"--starting-offsets names topic {name!r}, but the query reads --topic {topic!r}"
         if not isinstance(partitions, dict) or not partitions:
             return usage

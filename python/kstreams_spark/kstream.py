@@ -531,6 +531,8 @@ def _applied(function, what: str, *inputs: Column):
         raise KStreamsError(f"{what} must be a Column or a callable, got {type(function).__name__}")
     try:
         result = function(*inputs)
+    except KStreamsError:
+        raise
     except Exception as e:
         # the usual cause: code for one record's values (v.upper(), v + "x" on ints, len(v))
         raise KStreamsError(

@@ -371,6 +371,25 @@ class RealTimeSpec extends SparkSuite {
     assert(message.contains("partition 0 arrived out of order (3 after 5)"), message)
   }
 
+  test("a windowed aggregation whose input partition is not one source task's run stops, saying why") {
+    // one source task delivering partitions 0, 1, 0 (as a merge of two topics would): partition
+    // 0's clock cannot be computed in the task, and the query says what real-time mode needs
+    val message = failure(
+      df => KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 seconds")).count().df,
+      input =>
+        input.addData(
+          0,
+          Seq(at("a", 1, offset = 0), at("b", 2, partition = 1, offset = 0), at("c", 3, offset = 1)).map(e =>
+            e.copy(value = "v")))
+    )
+    assert(
+      message.contains(
+        "input partition 0 did not reach a windowed aggregation or join as one run in its order: in real-time mode " +
+          "each input partition must be read by one source task"),
+      message
+    )
+  }
+
   /** The messages of the error a real-time query of `op` fails with (after `feed`), outermost first. */
   private def failure(op: DataFrame => DataFrame, feed: LowLatencyMemoryStream[Event] => Unit = _ => ()): String = {
     val input = LowLatencyMemoryStream[Event](1)(Encoders.product[Event], spark.sqlContext)

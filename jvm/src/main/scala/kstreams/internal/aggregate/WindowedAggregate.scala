@@ -54,7 +54,7 @@ private[kstreams] abstract class WindowedAggregateProcessor(
 
   @transient private var entries: MapState[Array[Byte], Row] = _
   // across calls: in a real-time batch each call holds one row
-  @transient private lazy val order = new TaskOrderCheck(layout, "a windowed aggregation")
+  @transient private lazy val order = new TaskOrderCheck(layout)
   @transient private var index: KeyBuckets = _
   @transient private var clocks: PartitionClocks = _
   @transient private lazy val keyBytes = new ValueSerializer(keyType)

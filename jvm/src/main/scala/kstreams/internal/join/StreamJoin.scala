@@ -216,7 +216,7 @@ private[kstreams] final class StreamJoinProcessor(
       }
     val emitClock = clocks(TaskClocks.EmitClock)
     val out = mutable.ArrayBuffer.empty[Row]
-    val order = new TaskOrderCheck(layout, "a stream-stream join")
+    val order = new TaskOrderCheck(layout)
     rows.foreach { r =>
       val partition = order.check(group, r)
       // clock `c` of this record's partition at this record (its own time included)

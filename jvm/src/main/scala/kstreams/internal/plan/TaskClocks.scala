@@ -38,6 +38,16 @@ import kstreams.internal.plan.HelperColumns._
   */
 private[kstreams] object TaskClocks {
 
+  /** The error for partition `partition`'s records not coming as one run in its task's order:
+    * never in a micro-batch (the first shuffle sorts them); in a real-time batch when a partition
+    * is not read by exactly one source task in offset order. */
+  def notOneRun(partition: Int): KStreamsException =
+    new KStreamsException(
+      s"input partition $partition did not reach a windowed aggregation or join as one run in its order: in " +
+        "real-time mode each input partition must be read by one source task, in order, as Spark's Kafka " +
+        "source reads a topic partition (not so with partition=None, a merge of two topics, or a shuffle " +
+        "before the operator); run this query with a micro-batch trigger, e.g. trigger(processingTime='0 seconds')")
+
   /** Number of key hash groups: part of every checkpoint of these operators (as
     * [[kstreams.internal.dedup.SpreadRecord.Groups]] is of `deduplicate`'s). 64 keep up to 64 tasks
     * busy and cost 64 marker rows per input partition and micro-batch. */
@@ -117,10 +127,14 @@ private[kstreams] object TaskClocks {
 
     def apply(rows: Iterator[Row]): Iterator[Row] = {
       val in = rows.buffered
+      val seen = scala.collection.mutable.HashSet.empty[Int]
       new Iterator[Iterator[Row]] {
         def hasNext: Boolean = in.hasNext
         def next(): Iterator[Row] = {
           val current = in.head.getInt(layout.partitionIndex)
+          // a partition's records must come as one run: after the first shuffle's sort they do;
+          // in a real-time batch only if one source task reads the partition, in order
+          if (!seen.add(current)) throw TaskClocks.notOneRun(current)
           task(
             current,
             new Iterator[Row] {
@@ -194,7 +208,7 @@ private[kstreams] object TaskClocks {
   * second shuffle's sort in a micro-batch, the pipelined shuffle's order in a real-time batch,
   * where a group's rows of several partitions interleave and come one per call. Fails loudly if a
   * planner ever broke it. One per processor instance (a task's batch), across its calls. */
-private[kstreams] final class TaskOrderCheck(layout: TaskClocks.Layout, operator: String) {
+private[kstreams] final class TaskOrderCheck(layout: TaskClocks.Layout) {
   private val lastSeq = scala.collection.mutable.HashMap.empty[(Int, Int), Long]
 
   /** `row`'s partition, after checking its place among its group's rows of that partition. */
@@ -202,10 +216,8 @@ private[kstreams] final class TaskOrderCheck(layout: TaskClocks.Layout, operator
     val partition = row.getInt(layout.keyed.partitionIndex)
     val seq = row.getLong(layout.taskSeqIndex)
     val last = lastSeq.getOrElse((group, partition), Long.MinValue)
-    if (seq < last)
-      throw new IllegalStateException(
-        s"kstreams internal error: partition $partition arrived out of order in $operator " +
-          s"($seq after $last). Please report this with the query plan.")
+    // in a real-time batch, two source tasks delivering one partition number restart its places
+    if (seq < last) throw TaskClocks.notOneRun(partition)
     lastSeq((group, partition)) = seq
     partition
   }
