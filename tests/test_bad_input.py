@@ -342,17 +342,23 @@ def test_null_timestamps_can_be_skipped_and_counted(spark, tmp_path):
     assert null_timestamp_counts(run.progress) == {"kstreams_null_timestamps": 2}
 
 
-@pytest.mark.parametrize(
-    "operator",
-    [
-        lambda s: s.deduplicate_by_key("10 s"),
-        lambda s: s.deduplicate("value", "10 s"),
-        lambda s: s.deduplicate_by_sequence(F.lit(1)),
-        lambda s: s.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace("1 minute")).distinct(),
-        lambda s: s.group_by_key().count().to_stream(),
-    ],
-    ids=["deduplicate_by_key", "deduplicate", "deduplicate_by_sequence", "windowed_distinct", "count"],
-)
+# every operator family's entry to the input columns: a null partition or offset fails each alike
+EVERY_OPERATOR = {
+    "deduplicate_by_key": lambda s: s.deduplicate_by_key("10 s"),
+    "deduplicate": lambda s: s.deduplicate("value", "10 s"),
+    "deduplicate_by_sequence": lambda s: s.deduplicate_by_sequence(F.lit(1)),
+    "windowed_distinct": lambda s: (
+        s.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace("1 minute")).distinct()
+    ),
+    "count": lambda s: s.group_by_key().count().to_stream(),
+    "windowed_count": lambda s: (
+        s.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace("1 minute")).count().to_stream()
+    ),
+    "to_table": lambda s: s.to_table().to_stream(),
+}
+
+
+@pytest.mark.parametrize("operator", EVERY_OPERATOR.values(), ids=EVERY_OPERATOR.keys())
 def test_null_offset_fails_naming_column_and_partition(spark, operator):
     records = with_offsets([Rec("a", 1, partition=4), Rec("b", 2, partition=4)])
     rows = [
@@ -512,29 +518,7 @@ def test_merge_names_the_column_whose_types_differ(spark, df):
     )
 
 
-@pytest.mark.parametrize(
-    "operator",
-    [
-        lambda s: s.deduplicate_by_key("10 s"),
-        lambda s: s.deduplicate("value", "10 s"),
-        lambda s: s.deduplicate_by_sequence(F.lit(1)),
-        lambda s: s.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace("1 minute")).distinct(),
-        lambda s: s.group_by_key().count().to_stream(),
-        lambda s: (
-            s.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace("1 minute")).count().to_stream()
-        ),
-        lambda s: s.to_table().to_stream(),
-    ],
-    ids=[
-        "deduplicate_by_key",
-        "deduplicate",
-        "deduplicate_by_sequence",
-        "windowed_distinct",
-        "count",
-        "windowed_count",
-        "to_table",
-    ],
-)
+@pytest.mark.parametrize("operator", EVERY_OPERATOR.values(), ids=EVERY_OPERATOR.keys())
 def test_null_partition_fails_every_operator_naming_column_and_offset(spark, operator):
     """One rule for every operator: a record without a partition belongs to no task."""
     records = with_offsets([Rec("a", 1, partition=4), Rec("b", 2, partition=4)])

@@ -210,15 +210,25 @@ private[kstreams] object TaskClocks {
   * planner ever broke it. One per processor instance (a task's batch), across its calls. */
 private[kstreams] final class TaskOrderCheck(layout: TaskClocks.Layout) {
   private val lastSeq = scala.collection.mutable.HashMap.empty[(Int, Int), Long]
+  // the run being read: a micro-batch's group is one run per partition, so the map is touched
+  // only where a run ends, not per row
+  private var runGroup = Int.MinValue
+  private var runPartition = Int.MinValue
+  private var runSeq = Long.MinValue
 
   /** `row`'s partition, after checking its place among its group's rows of that partition. */
   def check(group: Int, row: Row): Int = {
     val partition = row.getInt(layout.keyed.partitionIndex)
     val seq = row.getLong(layout.taskSeqIndex)
-    val last = lastSeq.getOrElse((group, partition), Long.MinValue)
+    if (group != runGroup || partition != runPartition) {
+      if (runGroup != Int.MinValue) lastSeq((runGroup, runPartition)) = runSeq
+      runGroup = group
+      runPartition = partition
+      runSeq = lastSeq.getOrElse((group, partition), Long.MinValue)
+    }
     // in a real-time batch, two source tasks delivering one partition number restart its places
-    if (seq < last) throw TaskClocks.notOneRun(partition)
-    lastSeq((group, partition)) = seq
+    if (seq < runSeq) throw TaskClocks.notOneRun(partition)
+    runSeq = seq
     partition
   }
 }
