@@ -343,7 +343,7 @@ def test_null_timestamps_can_be_skipped_and_counted(spark, tmp_path):
 
 
 # every operator family's entry to the input columns: a null partition or offset fails each alike
-EVERY_OPERATOR = {
+OPERATOR_FAMILIES = {
     "deduplicate_by_key": lambda s: s.deduplicate_by_key("10 s"),
     "deduplicate": lambda s: s.deduplicate("value", "10 s"),
     "deduplicate_by_sequence": lambda s: s.deduplicate_by_sequence(F.lit(1)),
@@ -358,7 +358,7 @@ EVERY_OPERATOR = {
 }
 
 
-@pytest.mark.parametrize("operator", EVERY_OPERATOR.values(), ids=EVERY_OPERATOR.keys())
+@pytest.mark.parametrize("operator", OPERATOR_FAMILIES.values(), ids=OPERATOR_FAMILIES.keys())
 def test_null_offset_fails_naming_column_and_partition(spark, operator):
     records = with_offsets([Rec("a", 1, partition=4), Rec("b", 2, partition=4)])
     rows = [
@@ -518,7 +518,7 @@ def test_merge_names_the_column_whose_types_differ(spark, df):
     )
 
 
-@pytest.mark.parametrize("operator", EVERY_OPERATOR.values(), ids=EVERY_OPERATOR.keys())
+@pytest.mark.parametrize("operator", OPERATOR_FAMILIES.values(), ids=OPERATOR_FAMILIES.keys())
 def test_null_partition_fails_every_operator_naming_column_and_offset(spark, operator):
     """One rule for every operator: a record without a partition belongs to no task."""
     records = with_offsets([Rec("a", 1, partition=4), Rec("b", 2, partition=4)])
