@@ -68,10 +68,14 @@ install: $(VENV)/.installed $(KAFKA_CONNECTOR)
 test-scala: $(SBT_LAUNCH) $(VENV)/.deps
 	$(SBT) package test
 	$(copy-jar)
-	# sbt leaves an unchanged jar and unchanged test classes as they were: mark both current, so
-	# that the rules for $(JAR) and $(CRASH_PROCESSORS) do not launch sbt once more
+	$(mark-built-current)
+
+# sbt leaves an unchanged jar and unchanged test classes as they were: mark both current, so that
+# the rules for $(JAR) and $(CRASH_PROCESSORS) do not launch sbt once more
+define mark-built-current
 	if [ -n "$$(find build.sbt project/build.properties $(SCALA_SRC) -newer $(JAR))" ]; then touch $(JAR); fi
 	touch -c $(CRASH_PROCESSORS)
+endef
 
 $(CRASH_PROCESSORS): $(JAR) $(SCALA_TEST_SRC)
 	$(SBT) Test/compile
@@ -84,7 +88,22 @@ test-python: install $(KAFKA_BROKER) $(CRASH_PROCESSORS)
 	# same run and Spark session.
 	$(PY) -m pytest -q --durations=20 --doctest-modules tests python/kstreams_spark --ignore=tests/test_readme.py
 
-test: lint test-scala test-python
+# The two suites at once: each leaves about a quarter of the 2 cores idle on its own (JVM starts,
+# waits for a broker, a cluster, a real-time batch), so together they take about the time of the
+# longer one. One sbt launch first builds the jar and the test classes both need; each suite's
+# output is printed whole when it ends (--output-sync), so the two do not interleave.
+test: lint test-build
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-scala-suite test-python
+
+.PHONY: test-build test-scala-suite
+test-build: $(SBT_LAUNCH) $(VENV)/.deps
+	$(SBT) package Test/compile
+	$(copy-jar)
+	$(mark-built-current)
+
+# The Scala tests alone on what test-build built (sbt finds nothing to compile).
+test-scala-suite:
+	$(SBT) test
 
 # Formatting and lint, pinned: ruff (requirements-dev.txt, settings in pyproject.toml) and
 # scalafmt (jvm/scalafmt-pom.xml, settings in .scalafmt.conf). `make test` checks, `make fmt` fixes.
