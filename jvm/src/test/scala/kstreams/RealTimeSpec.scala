@@ -28,17 +28,20 @@ final class RealTimeSinkWriter extends ForeachWriter[Row] {
 class RealTimeSpec extends SparkSuite {
   import Event.at
 
+  // Short batches only to save time: a step waits for two batches to commit after its records (below)
+  private val BatchMillis = 300
+
   // a real-time query holds a task slot per source partition and per state partition at once
   override lazy val spark: SparkSession = KStream
     .configure(SparkSession.builder().master("local[6]").appName(getClass.getSimpleName))
     .config("spark.sql.shuffle.partitions", "2")
     .config("spark.ui.enabled", "false")
     .config("spark.sql.session.timeZone", "UTC")
-    .config("spark.sql.streaming.realTimeMode.minBatchDuration", "1000")
+    .config("spark.sql.streaming.realTimeMode.minBatchDuration", BatchMillis.toString)
     .config(TestSpeed.settings)
     .getOrCreate()
 
-  /** Runs `op` in a real-time query with 1-second batches over a real-time memory source of
+  /** Runs `op` in a real-time query with `BatchMillis` batches over a real-time memory source of
     * `partitions` partitions. Each step's records are added one at a time, each to its own
     * partition, in the order given; the step is done when the output holds `totals(step)` rows
     * and two more batches have committed (so its records are in earlier batches than the next
@@ -67,7 +70,7 @@ class RealTimeSpec extends SparkSuite {
     def start(): StreamingQuery = op(input.toDF()).writeStream
       .outputMode("update")
       .option("checkpointLocation", checkpoint)
-      .trigger(Trigger.RealTime("1 second"))
+      .trigger(Trigger.RealTime(s"$BatchMillis milliseconds"))
       .foreach(new RealTimeSinkWriter)
       .start()
     def lastBatch(q: StreamingQuery): Long = Option(q.lastProgress).map(_.batchId).getOrElse(-1L)
@@ -396,7 +399,7 @@ class RealTimeSpec extends SparkSuite {
     val query = op(input.toDF()).writeStream
       .outputMode("update")
       .option("checkpointLocation", Files.createTempDirectory("kstreams-real-time").toString)
-      .trigger(Trigger.RealTime("1 second"))
+      .trigger(Trigger.RealTime(s"$BatchMillis milliseconds"))
       .foreach(new RealTimeSinkWriter)
       .start()
     try {
@@ -432,7 +435,7 @@ class RealTimeSpec extends SparkSuite {
         .option("topic", "out")
         .option("kafka.bootstrap.servers", "127.0.0.1:9") // never reached
         .option("checkpointLocation", Files.createTempDirectory("kstreams-real-time").toString)
-        .trigger(Trigger.RealTime("1 second"))
+        .trigger(Trigger.RealTime(s"$BatchMillis milliseconds"))
         .start())
     assert(refused.getMessage.contains("ExactlyOnceKafkaTable$ is not in the sink allowlist"), refused.getMessage)
   }
