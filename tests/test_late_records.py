@@ -50,9 +50,10 @@ def dedup_ops(late):
     }
 
 
-def output(spark, tmp_path, op, mode, records=RECORDS):
+def output(spark, tmp_path, op, mode, records=RECORDS, progress=None):
     """``op``'s output over ``records``: a batch DataFrame, one micro-batch, or one micro-batch per
-    record with a restart from the checkpoint half-way ("split_restart")."""
+    record with a restart from the checkpoint half-way ("split_restart"); a stream's progress
+    reports are appended to ``progress`` if given."""
     if mode == "batch":
         from streams import batch_df
 
@@ -67,12 +68,14 @@ def output(spark, tmp_path, op, mode, records=RECORDS):
         for b in batches[half:]:
             stream.add_batch(b)
         stream.run()
+    if progress is not None:
+        progress.extend(stream.progress)
     return stream.output()
 
 
-def run(spark, tmp_path, op, mode, records=RECORDS):
+def run(spark, tmp_path, op, mode, records=RECORDS, progress=None):
     """``op``'s output rows over ``records`` as (value, kstreams_reason or None), sorted by value."""
-    out = output(spark, tmp_path, op, mode, records)
+    out = output(spark, tmp_path, op, mode, records, progress)
     reason = "kstreams_reason" in out.columns
     return sorted((r["value"], r["kstreams_reason"] if reason else None) for r in out.collect())
 
@@ -120,9 +123,12 @@ def test_late_records_policy(spark, tmp_path, mode):
 
 
 def test_side_output_and_df_alone_and_the_counters(spark, tmp_path):
-    """Each output written by its own query, and the counters of one split over micro-batches."""
+    """Each output written by its own query, and the counters: under "side_output" those of the
+    query of the table alone (one micro-batch per record, restarted), under "drop" those of a run
+    of five records per micro-batch."""
     ks = lambda df: KStream(df).deduplicate_by_key("10 seconds", late_records="side_output")  # noqa: E731
-    assert run(spark, tmp_path / "main", lambda df: ks(df).df, "split_restart") == [
+    progress = []
+    assert run(spark, tmp_path / "main", lambda df: ks(df).df, "split_restart", progress=progress) == [
         (r.value, None)
         for r in sorted(RECORDS, key=lambda r: r.value)
         if r.value not in LATE_VALUES + DUPLICATE_VALUES
@@ -130,18 +136,20 @@ def test_side_output_and_df_alone_and_the_counters(spark, tmp_path):
     side = run(spark, tmp_path / "side", lambda df: ks(df).side_output, "split_restart")
     assert side == [(v, "late") for v in LATE_VALUES]
 
-    for late, counter in [("side_output", "late_side_output"), ("drop", "late_dropped")]:
-        stream = StreamRun(
-            spark, str(tmp_path / late), lambda df, late=late: dedup_ops(late)["by_key"](df).df
-        )
-        for i in range(0, len(RECORDS), 5):
-            stream.add_batch(RECORDS[i : i + 5])
-        stream.run()
-        assert operator_metrics(stream.progress)["kstreams_deduplicate_by_key"] == {
-            "forwarded": len(RECORDS) - 8,
-            "duplicates_dropped": 4,
-            counter: 4,
-        }
+    assert operator_metrics(progress)["kstreams_deduplicate_by_key"] == {
+        "forwarded": len(RECORDS) - 8,
+        "duplicates_dropped": 4,
+        "late_side_output": 4,
+    }
+    stream = StreamRun(spark, str(tmp_path / "drop"), lambda df: dedup_ops("drop")["by_key"](df).df)
+    for i in range(0, len(RECORDS), 5):
+        stream.add_batch(RECORDS[i : i + 5])
+    stream.run()
+    assert operator_metrics(stream.progress)["kstreams_deduplicate_by_key"] == {
+        "forwarded": len(RECORDS) - 8,
+        "duplicates_dropped": 4,
+        "late_dropped": 4,
+    }
 
 
 def test_a_bad_policy_and_a_missing_side_output_say_what_is_wrong(spark):
@@ -349,11 +357,13 @@ def test_windowed_aggregation_routes_the_records_of_closed_windows(spark, tmp_pa
 
 @pytest.mark.parametrize("op", ["tumbling_count", "session_count"])
 def test_windowed_aggregation_side_output_and_df_alone_and_the_counters(spark, tmp_path, op):
-    """Each output written by its own query, one micro-batch per record with a restart; then the
-    counters under "side_output" and "drop" (the default, unchanged: the late records are gone)."""
+    """Each output written by its own query, one micro-batch per record with a restart; the
+    counters under "side_output" from the table's query, under "drop" (the default, unchanged: the
+    late records are gone) from a run of its own."""
     aggregation, expected, late = windowed_aggregations("side_output")[op]
+    progress = []
     table = output(
-        spark, tmp_path / "df", lambda df: aggregation(df).df, "split_restart", section_3_records()
+        spark, tmp_path / "df", lambda df: aggregation(df).df, "split_restart", section_3_records(), progress
     )
     assert table.columns == ["key", "window", "value", "timestamp"]
     assert multiset(table_rows(table)) == multiset(updates(expected))
@@ -364,22 +374,21 @@ def test_windowed_aggregation_side_output_and_df_alone_and_the_counters(spark, t
     assert side.columns == ["key", "value", "timestamp", "partition", "offset", "kstreams_reason"]
     assert multiset(late_rows(side)) == multiset(late)
 
-    forwarded = len(updates(expected))
-    for late_records, counter in [("side_output", "late_side_output"), ("drop", "late_dropped")]:
-        aggregation = windowed_aggregations(late_records)[op][0]
-        stream = StreamRun(spark, str(tmp_path / late_records), lambda df, a=aggregation: a(df).df)
-        for r in section_3_records():
-            stream.add_batch([r])
-        stream.run()
-        assert multiset(table_rows(stream.output())) == multiset(updates(expected))
-        name = "kstreams_count_windowed" if op == "tumbling_count" else "kstreams_count_session_windowed"
-        assert operator_metrics(stream.progress)[name] == {
-            "forwarded": forwarded,
-            "null_keys_dropped": 0,
-            "null_values_dropped": 0,
-            counter: len(late),
-            "idempotent-updates-dropped": 0,
-        }
+    name = "kstreams_count_windowed" if op == "tumbling_count" else "kstreams_count_session_windowed"
+    counters = {
+        "forwarded": len(updates(expected)),
+        "null_keys_dropped": 0,
+        "null_values_dropped": 0,
+        "idempotent-updates-dropped": 0,
+    }
+    assert operator_metrics(progress)[name] == {**counters, "late_side_output": len(late)}
+    dropping = windowed_aggregations("drop")[op][0]
+    stream = StreamRun(spark, str(tmp_path / "drop"), lambda df: dropping(df).df)
+    for r in section_3_records():
+        stream.add_batch([r])
+    stream.run()
+    assert multiset(table_rows(stream.output())) == multiset(updates(expected))
+    assert operator_metrics(stream.progress)[name] == {**counters, "late_dropped": len(late)}
 
 
 def test_windowed_aggregation_refuses_forward_a_bad_policy_and_a_missing_side_output(spark):
