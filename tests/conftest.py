@@ -48,13 +48,3 @@ def kafka(tmp_path_factory):
     broker = KafkaBroker(str(tmp_path_factory.mktemp("kafka-broker"))).start()
     yield broker
     broker.stop()
-
-
-# `make test` runs the Scala suite beside this one (Makefile, `test:`). The tests that mostly wait
-# (real-time batches of at least 5 s, a standalone cluster starting its JVMs) go first, beside it;
-# those that keep both cores busy come after it has ended. Otherwise in pytest's own order.
-RUN_FIRST = ("test_real_time.py", "test_cluster.py")
-
-
-def pytest_collection_modifyitems(session, config, items):
-    items.sort(key=lambda item: item.path.name not in RUN_FIRST)
