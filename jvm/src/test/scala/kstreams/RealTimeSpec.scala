@@ -44,8 +44,8 @@ class RealTimeSpec extends SparkSuite {
   /** Runs `op` in a real-time query with `BatchMillis` batches over a real-time memory source of
     * `partitions` partitions. Each step's records are added one at a time, each to its own
     * partition, in the order given; the step is done when the output holds `totals(step)` rows
-    * and two more batches have committed (so its records are in earlier batches than the next
-    * step's). Before the steps in `restartBefore` the query is stopped and started again from
+    * and two more batches have committed after they were added (so its records are in earlier
+    * batches than the next step's). Before the steps in `restartBefore` the query is stopped and started again from
     * its checkpoint. Returns each partition's output values in arrival order. */
   private def realTime(
       steps: Seq[Seq[Event]],
@@ -78,8 +78,12 @@ class RealTimeSpec extends SparkSuite {
     try {
       steps.zip(totals).zipWithIndex.foreach { case ((events, total), i) =>
         if (restartBefore.contains(i)) { query.stop(); query = start() }
-        val before = lastBatch(query)
         events.foreach(e => input.addData(e.partition, Seq(e)))
+        // read after the records went in: each is in the batch running now (before + 1) or an
+        // earlier one, so two more committed batches hold them all (read before adding, a slow
+        // addData on a busy machine let the last record slip into a later batch, which the restart
+        // then replayed)
+        val before = lastBatch(query)
         val deadline = System.nanoTime() + 90L * 1000 * 1000 * 1000
         while ((RealTimeSink.rows.size < total || lastBatch(query) < before + 2) && System.nanoTime() < deadline) {
           query.exception.foreach(e => throw e)
