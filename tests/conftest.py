@@ -19,7 +19,9 @@ def spark():
 
     Its checkpoints go through Hadoop's ``FileSystem`` API instead of ``FileContext``, only to save
     time: on a local disk without Hadoop's native library each ``FileContext`` rename starts a
-    ``readlink`` process, thousands per module. The operators and the checkpoint's contents are
+    ``readlink`` process, thousands per module. For the same reason files get their permissions
+    through java.nio (``kstreams.NioLocalFileSystem`` from the Scala test classes), not a ``chmod``
+    process each (10-13% of a test module's time). The operators and the checkpoint's contents are
     the same; the crash tests (crash_job.py, test_cluster.py) keep Spark's default, as users run it.
     """
     session = local_spark(
@@ -29,6 +31,7 @@ def spark():
             "spark.sql.streaming.checkpointFileManagerClass": (
                 "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
             ),
+            "spark.hadoop.fs.file.impl": "kstreams.NioLocalFileSystem",
         },
     )
     yield session

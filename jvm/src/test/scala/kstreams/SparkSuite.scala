@@ -47,7 +47,8 @@ object TestSpeed {
   val settings: Map[String, String] = Map(
     "spark.sql.streaming.checkpointFileManagerClass" ->
       "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
-    "spark.sql.artifact.isolation.enabled" -> "false"
+    "spark.sql.artifact.isolation.enabled" -> "false",
+    "spark.hadoop.fs.file.impl" -> classOf[NioLocalFileSystem].getName
   )
 }
 
