@@ -32,9 +32,10 @@ object Event {
   }
 }
 
-/** Two Spark settings that only make the suites faster (they halve the Scala suite's time on 2 cores;
-  * measured with JFR on DslSpec: 137 s with Spark's defaults, 88 s with both). Neither touches what
-  * the tests check: the operators, their state and the checkpoint's contents are the same.
+/** Three Spark settings that only make the suites faster (the first two halve the Scala suite's time
+  * on 2 cores; measured with JFR on DslSpec: 137 s with Spark's defaults, 88 s with both). None
+  * touches what the tests check: the operators, their state and the checkpoint's contents are the
+  * same.
   *  - The checkpoint's files through Hadoop's `FileSystem` API instead of `FileContext`: on a local
   *    disk without Hadoop's native library, each `FileContext` rename runs a `readlink` process
   *    and each create a `chmod`, thousands per suite. Spark uses this manager itself where
@@ -42,7 +43,9 @@ object Event {
   *    the default, as users run it.
   *  - No artifact isolation (PySpark's default; a Scala session's default is on): with it every
   *    class janino's generated code looks up, found or not, goes through a per-session class
-  *    loader that searches every jar of the test classpath again. */
+  *    loader that searches every jar of the test classpath again.
+  *  - Local files through [[NioLocalFileSystem]]: permissions set in the JVM, not by a `chmod`
+  *    process per file (the Python tests' `spark` fixture names the same class). */
 object TestSpeed {
   val settings: Map[String, String] = Map(
     "spark.sql.streaming.checkpointFileManagerClass" ->
