@@ -38,7 +38,7 @@ def _doc_spark():
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "tests"))
     from local_spark import local_spark
 
-    session = local_spark("kstreams-spark-doctests")
+    session = local_spark("kstreams-spark-doctests", long_lived=True)
     yield session
     session.stop()
 

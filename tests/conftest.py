@@ -10,7 +10,11 @@ sys.path.insert(0, os.path.dirname(__file__))
 if "KSTREAMS_TEST_WORKERS_PYTHON_UNSET" not in os.environ:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-from local_spark import local_spark  # noqa: E402
+from local_spark import SHORT_LIVED_JVM_OPTIONS, local_spark  # noqa: E402
+
+# Every process a test starts runs its JVM with these (local_spark.py says why); a user's own
+# SPARK_SUBMIT_OPTS is left as it is.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_LIVED_JVM_OPTIONS)
 
 
 @pytest.fixture(scope="session")
@@ -26,6 +30,7 @@ def spark():
     """
     session = local_spark(
         "kstreams-spark-tests",
+        long_lived=True,
         **{
             "spark.sql.streaming.stateStore.rocksdb.compactOnCommit": "false",
             "spark.sql.streaming.checkpointFileManagerClass": (
