@@ -81,30 +81,41 @@ $(CRASH_PROCESSORS): $(JAR) $(SCALA_TEST_SRC)
 	$(SBT) Test/compile
 	touch $@
 
+# README's blocks run once, from the wheel in a fresh venv (tests/test_packaging.py runs
+# tests/test_readme.py there); by hand `pytest tests/test_readme.py` runs them in this venv.
+# Every example in the package's docstrings runs too (namespace: conftest.py), in the same run
+# and Spark session as the tests beside it.
+PYTEST = $(PY) -m pytest -q --durations=20 --doctest-modules
+PYTEST_ALL = tests python/kstreams_spark --ignore=tests/test_readme.py
 test-python: install $(KAFKA_BROKER) $(CRASH_PROCESSORS)
-	# README's blocks run once, from the wheel in a fresh venv (tests/test_packaging.py runs
-	# tests/test_readme.py there); by hand `pytest tests/test_readme.py` runs them in this venv.
-	# Every example in the package's docstrings runs too (namespace: conftest.py), in the
-	# same run and Spark session.
-	$(PY) -m pytest -q --durations=20 --doctest-modules tests python/kstreams_spark --ignore=tests/test_readme.py
+	$(PYTEST) $(PYTEST_ALL)
 
-# The two suites at once: pytest alone leaves about a quarter of the 2 cores idle (JVM starts,
-# waits for a broker, a cluster, a real-time batch), which the Scala suite fills: 22 min 46 s
-# against 26 min 13 s one after the other (README). One sbt launch first builds the jar and the
-# test classes both need; each suite's output is printed whole when it ends (--output-sync), so
-# the two do not interleave.
+# Everything in two lanes at once, each about half the work, so that both cores stay busy to the
+# end: alone, each suite leaves about a quarter of 2 cores idle (JVM starts, waits for a broker, a
+# cluster, a real-time batch). Lane 1 runs the Scala suite, then the pytest files that need none of
+# the processes below; lane 2 the pytest files that start them (a Kafka broker, Spark Connect, a
+# standalone cluster, the CLI, the crash job), longest first. A new test file goes to lane 1 by
+# default. One sbt launch first builds the jar and the test classes all need; each lane's output is
+# printed whole when it ends (--output-sync), so the two do not interleave. README gives the times.
+PYTEST_LANE_2 = tests/test_crash.py tests/test_connect.py tests/test_real_time.py tests/test_cli.py \
+	tests/test_cluster.py tests/test_kafka_cli.py tests/test_packaging.py tests/test_exactly_once.py \
+	tests/test_kafka.py tests/test_kafka_bad_input.py tests/test_kafka_dsl.py
 test: lint test-build
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-scala-suite test-python
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-lane-1 test-lane-2
 
-.PHONY: test-build test-scala-suite
+.PHONY: test-build test-lane-1 test-lane-2
 test-build: $(SBT_LAUNCH) $(VENV)/.deps
 	$(SBT) package Test/compile
 	$(copy-jar)
 	$(mark-built-current)
 
-# The Scala tests alone on what test-build built (sbt finds nothing to compile).
-test-scala-suite:
+# (sbt finds nothing to compile: test-build built it)
+test-lane-1: install $(KAFKA_BROKER) $(CRASH_PROCESSORS)
 	$(SBT) test
+	$(PYTEST) $(PYTEST_ALL) $(addprefix --ignore=,$(PYTEST_LANE_2))
+
+test-lane-2: install $(KAFKA_BROKER) $(CRASH_PROCESSORS)
+	$(PYTEST) $(PYTEST_LANE_2)
 
 # Formatting and lint, pinned: ruff (requirements-dev.txt, settings in pyproject.toml) and
 # scalafmt (jvm/scalafmt-pom.xml, settings in .scalafmt.conf). `make test` checks, `make fmt` fixes.
