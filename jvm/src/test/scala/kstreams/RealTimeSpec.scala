@@ -73,19 +73,26 @@ class RealTimeSpec extends SparkSuite {
       .trigger(Trigger.RealTime(s"$BatchMillis milliseconds"))
       .foreach(new RealTimeSinkWriter)
       .start()
-    def lastBatch(q: StreamingQuery): Long = Option(q.lastProgress).map(_.batchId).getOrElse(-1L)
+    // the newest batch in the checkpoint's offset log ("offsets") or commit log ("commits")
+    def newest(log: String): Long = Option(new java.io.File(checkpoint, log).list()).toSeq.flatten
+      .filter(_.forall(_.isDigit))
+      .map(_.toLong)
+      .maxOption
+      .getOrElse(-1L)
     var query = start()
     try {
       steps.zip(totals).zipWithIndex.foreach { case ((events, total), i) =>
         if (restartBefore.contains(i)) { query.stop(); query = start() }
         events.foreach(e => input.addData(e.partition, Seq(e)))
-        // read after the records went in: each is in the batch running now (before + 1) or an
-        // earlier one, so two more committed batches hold them all (read before adding, a slow
-        // addData on a busy machine let the last record slip into a later batch, which the restart
-        // then replayed)
-        val before = lastBatch(query)
+        // Which batches hold the records, read after they went in, from what a restart reads: a
+        // batch's entry in the offset log (its end offsets) is written when it ends, and the batch
+        // running now can have fixed its end before the records came (seen: a new query's batch
+        // 0), so they are in the batch after the newest planned one or the next; once the commit
+        // log holds both, no restart replays them. (Waiting for two more batches in the query's
+        // progress instead let a restart replay several steps under both suites' load.)
+        val planned = newest("offsets")
         val deadline = System.nanoTime() + 90L * 1000 * 1000 * 1000
-        while ((RealTimeSink.rows.size < total || lastBatch(query) < before + 2) && System.nanoTime() < deadline) {
+        while ((RealTimeSink.rows.size < total || newest("commits") < planned + 2) && System.nanoTime() < deadline) {
           query.exception.foreach(e => throw e)
           Thread.sleep(50)
         }
