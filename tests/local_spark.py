@@ -14,9 +14,9 @@ SCALA_TEST_CLASSES = os.path.join(
 
 
 # The JVMs the tests start in other processes (the CLI, the crash job, the Connect server,
-# spark-submit) live seconds to a minute and run little code: most of their CPU goes to the JIT's
-# optimizing compiler (C2) and the G1 collector's threads, and on 2 cores that CPU is taken from
-# the suites around them. With the quick compiler (C1) only and the serial collector, a CLI run on
+# spark-submit) live seconds to a few minutes and spend them mostly starting up and running small
+# micro-batches: most of their CPU goes to the JIT's optimizing compiler (C2) and the G1
+# collector's threads, and on 2 cores that CPU is taken from the suites around them. With the quick compiler (C1) only and the serial collector, a CLI run on
 # three records uses 13.5 CPU-seconds instead of 23 (12 s instead of 15 s), test_cli.py 97 instead
 # of 148. tests/conftest.py sets these for every process a test starts (through SPARK_SUBMIT_OPTS,
 # which spark-submit passes to its JVM). The JVM of the pytest process itself runs the whole suite's
