@@ -28,7 +28,7 @@ final class RealTimeSinkWriter extends ForeachWriter[Row] {
 class RealTimeSpec extends SparkSuite {
   import Event.at
 
-  // Short batches only to save time: a step waits for two batches to commit after its records (below)
+  // Short batches only to save time: a step waits for a batch that has read its records to commit (below)
   private val BatchMillis = 300
 
   // a real-time query holds a task slot per source partition and per state partition at once
@@ -44,8 +44,8 @@ class RealTimeSpec extends SparkSuite {
   /** Runs `op` in a real-time query with `BatchMillis` batches over a real-time memory source of
     * `partitions` partitions. Each step's records are added one at a time, each to its own
     * partition, in the order given; the step is done when the output holds `totals(step)` rows
-    * and two more batches have committed after they were added (so its records are in earlier
-    * batches than the next step's). Before the steps in `restartBefore` the query is stopped and started again from
+    * and a committed batch has read all its records (so a restart replays none of them, and its
+    * records are in earlier batches than the next step's). Before the steps in `restartBefore` the query is stopped and started again from
     * its checkpoint. Returns each partition's output values in arrival order. */
   private def realTime(
       steps: Seq[Seq[Event]],
@@ -73,30 +73,42 @@ class RealTimeSpec extends SparkSuite {
       .trigger(Trigger.RealTime(s"$BatchMillis milliseconds"))
       .foreach(new RealTimeSinkWriter)
       .start()
-    // the newest batch in the checkpoint's offset log ("offsets") or commit log ("commits")
-    def newest(log: String): Long = Option(new java.io.File(checkpoint, log).list()).toSeq.flatten
+    // the newest batch in the checkpoint's commit log
+    def newestCommitted(): Long = Option(new java.io.File(checkpoint, "commits").list()).toSeq.flatten
       .filter(_.forall(_.isDigit))
       .map(_.toLong)
       .maxOption
       .getOrElse(-1L)
+    // Records a committed batch has read, per source partition: a real-time batch's entry in the
+    // offset log is written when it ends and holds its end offsets, the source's as the JSON
+    // `{"0":5,"1":3}` on the entry's last line.
+    def committedEnd(): Map[Int, Int] = newestCommitted() match {
+      case -1 => Map.empty
+      case batch =>
+        val lines = Files.readAllLines(new java.io.File(checkpoint, s"offsets/$batch").toPath).asScala
+        "\"(\\d+)\":(\\d+)".r.findAllMatchIn(lines.last).map(m => m.group(1).toInt -> m.group(2).toInt).toMap
+    }
+    var added = Map.empty[Int, Int] // records added so far, per source partition
     var query = start()
     try {
       steps.zip(totals).zipWithIndex.foreach { case ((events, total), i) =>
         if (restartBefore.contains(i)) { query.stop(); query = start() }
+        events.foreach(e => added += e.partition -> (added.getOrElse(e.partition, 0) + 1))
         events.foreach(e => input.addData(e.partition, Seq(e)))
-        // Which batches hold the records, read after they went in, from what a restart reads: a
-        // batch's entry in the offset log (its end offsets) is written when it ends, and the batch
-        // running now can have fixed its end before the records came (seen: a new query's batch
-        // 0), so they are in the batch after the newest planned one or the next; once the commit
-        // log holds both, no restart replays them. (Waiting for two more batches in the query's
-        // progress instead let a restart replay several steps under both suites' load.)
-        val planned = newest("offsets")
+        // The step is done once a committed batch has read every record added, so a restart
+        // replays none of them. Under load the source reads each record by an RPC call and a
+        // batch can end before it reaches records added long before its end (its time is up),
+        // so no fixed number of batches after the records is enough: waiting for the newest
+        // planned batch + 2 to commit let a restart replay records of a third batch when both
+        // lanes of `make test` started beside this suite.
+        def covered = { val end = committedEnd(); added.forall { case (p, n) => end.getOrElse(p, 0) >= n } }
         val deadline = System.nanoTime() + 90L * 1000 * 1000 * 1000
-        while ((RealTimeSink.rows.size < total || newest("commits") < planned + 2) && System.nanoTime() < deadline) {
+        while ((RealTimeSink.rows.size < total || !covered) && System.nanoTime() < deadline) {
           query.exception.foreach(e => throw e)
           Thread.sleep(50)
         }
         assert(RealTimeSink.rows.size >= total, s"step $i: ${RealTimeSink.rows.size} rows out of $total in 90 s")
+        assert(covered, s"step $i: committed batches read ${committedEnd()} of $added records in 90 s")
       }
     } finally query.stop()
     RealTimeSink.rows.asScala.toSeq
