@@ -70,6 +70,9 @@ lazy val root = (project in file("jvm"))
       "-Dio.netty.tryReflectionSetAccessible=true"
     ),
     Test / testOptions += Tests.Argument(TestFrameworks.ScalaTest, "-oD"),
+    // `make test` runs the real-time suite on its own first and the others beside pytest (Makefile)
+    Test / testOptions += Tests.Filter(suite =>
+      !sys.env.getOrElse("KSTREAMS_SKIP_SUITES", "").split(",").contains(suite)),
     // Every ```scala block of README.md, as written, becomes a function of `df`, `left` and
     // `right` in a generated test source (kstreams.readme.ReadmeScalaBlocks), which ReadmeSpec
     // runs: an example a Scala user copies that no longer compiles fails the build.
