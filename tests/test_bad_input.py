@@ -8,6 +8,7 @@ from kstreams_spark import (
     JoinWindows,
     KStream,
     KStreamsError,
+    KStreamsQueryError,
     Processor,
     PunctuationType,
     SessionWindows,
@@ -215,20 +216,49 @@ def test_session_without_rocksdb_says_what_to_set(spark, df):
     assert "configure_spark" in msg
 
 
+def null_timestamp_message(partition: int, offset: int) -> str:
+    return (
+        f"null timestamp in column 'timestamp' at partition {partition}, offset {offset}; fix the "
+        "producer, or pass on_null_timestamp='skip' (Scala: NullTimestamps.Skip) to skip and count such records"
+    )
+
+
 def test_null_timestamp_fails_batch_query_naming_partition_and_offset(spark):
+    """The action raises the library's message alone: Spark's job failure is kept behind it."""
     df = batch_df(spark, with_offsets([Rec("a", 1), Rec("a", None), Rec("b", 3)]))
-    with pytest.raises(Exception) as e:
+    with pytest.raises(KStreamsError) as e:
         KStream(df).deduplicate_by_key("10 s").df.collect()
-    assert "null timestamp in column 'timestamp' at partition 0, offset 1" in str(e.value)
+    assert str(e.value) == null_timestamp_message(0, 1)
+    assert "Job aborted" in str(e.value.spark_exception)
 
 
 def test_null_timestamp_fails_streaming_query_naming_partition_and_offset(spark, tmp_path):
+    """What a user catches is ours first, and still a StreamingQueryException, with Spark's
+    ``[STREAM_FAILED] Query [...] terminated with exception: ...`` kept behind it."""
     run = StreamRun(spark, str(tmp_path), lambda d: KStream(d).deduplicate_by_key("10 s").df)
     run.add_batch(with_offsets([Rec("a", 1, partition=3), Rec("a", None, partition=3)]))
-    with pytest.raises(Exception) as e:
+    with pytest.raises(KStreamsQueryError) as e:
         run.run()
-    assert "null timestamp in column 'timestamp' at partition 3, offset 1" in str(e.value)
-    assert "on_null_timestamp='skip'" in str(e.value)
+    assert isinstance(e.value, StreamingQueryException)
+    assert str(e.value) == null_timestamp_message(3, 1)
+    assert str(e.value.spark_exception).startswith("[STREAM_FAILED] Query [id = ")
+    assert null_timestamp_message(3, 1) in str(e.value.spark_exception)
+
+
+def test_a_query_stopped_by_anything_else_fails_as_spark_says(spark, tmp_path):
+    """Only the library's errors are raised as ours: a user's own raise_error (Spark's
+    USER_RAISED_EXCEPTION) in the same query stays the StreamingQueryException PySpark makes."""
+    run = StreamRun(
+        spark,
+        str(tmp_path),
+        lambda d: KStream(d).deduplicate_by_key("10 s").df.select(F.raise_error(F.lit("user's own"))),
+    )
+    run.add_batch(with_offsets([Rec("a", 1)]))
+    with pytest.raises(StreamingQueryException) as e:
+        run.run()
+    assert not isinstance(e.value, KStreamsError)
+    assert str(e.value).startswith("[STREAM_FAILED] Query [id = ")
+    assert "[USER_RAISED_EXCEPTION] user's own" in str(e.value)
 
 
 def test_a_checkpoint_restarted_under_another_operator_fails_naming_both(spark, tmp_path):
@@ -240,13 +270,16 @@ def test_a_checkpoint_restarted_under_another_operator_fails_naming_both(spark, 
     windows = TimeWindows.of_size_with_no_grace(timedelta(seconds=10))
     run.op = lambda d: KStream(d).group_by_key().windowed_by(windows).distinct().df
     run.add_batch([Rec("a", 2, offset=1, value="v1")])
-    with pytest.raises(StreamingQueryException) as e:
+    with pytest.raises(KStreamsQueryError) as e:
         run.run()
-    assert (
-        "holds the state of kstreams operator #1 "
-        "deduplicate_by_key(partition=partition, interval=PT10S, key=key), but this query runs "
-        "windowed_distinct(partition=partition, size=PT10S, grace=PT0S, key=key) in its place"
-    ) in str(e.value)
+    dedup = "deduplicate_by_key(partition=partition, interval=PT10S, key=key)"
+    assert str(e.value) == (
+        f"the checkpoint file:{tmp_path}/checkpoint holds the state of kstreams operator #1 {dedup}, "
+        "but this query runs windowed_distinct(partition=partition, size=PT10S, grace=PT0S, key=key) "
+        "in its place; state written under other settings would give other results. Start this query "
+        "on a new checkpoint location, or run it with the settings the checkpoint was written with "
+        f"(the checkpoint's operators, in order: {dedup})"
+    )
     assert [r["value"] for r in run.output().collect()] == ["v0"]  # nothing of the refused run
 
 
@@ -285,9 +318,9 @@ class _ScheduleNegative(_ScheduleEvery):
     ],
 )
 def test_a_bad_schedule_fails_the_query_naming_the_processor(spark, df, processor, message):
-    with pytest.raises(Exception) as e:
+    with pytest.raises(KStreamsError) as e:
         KStream(df).process(processor, name="bad").df.collect()
-    assert message in str(e.value)
+    assert str(e.value).startswith(message)
 
 
 class _ForwardsADict(Processor):
@@ -301,13 +334,13 @@ class _ForwardsADict(Processor):
 def test_a_processor_forwarding_a_value_of_the_wrong_type_is_named(spark, df):
     """Arrow would refuse the dict in a worker traceback naming neither the processor nor the
     type (``ArrowTypeError: Expected bytes, got a 'dict' object``)."""
-    with pytest.raises(Exception) as e:
+    with pytest.raises(KStreamsError) as e:
         KStream(df).process(_ForwardsADict, name="amounts").df.collect()
-    assert (
+    assert str(e.value) == (
         "processor 'amounts' forwarded a value of type dict ({'amount': 1}) at partition 0, offset 0, "
         "where the output's value is string: convert it in the processor, or declare value_type= "
         "(process() or Topology)"
-    ) in str(e.value)
+    )
 
 
 # a@1 (offset 0, "v0"), then a and b with null timestamps (offsets 1 and 2), then b@3 (offset 3)
@@ -366,10 +399,12 @@ def test_null_offset_fails_naming_column_and_partition(spark, operator):
         for i, r in enumerate(records)
     ]
     df = spark.createDataFrame(rows, SCHEMA)
-    with pytest.raises(Exception) as e:
+    with pytest.raises(KStreamsError) as e:
         operator(KStream(df)).df.collect()
-    assert "null offset in column 'offset' at partition 4" in str(e.value)
-    assert "offset=None" in str(e.value)
+    assert str(e.value) == (
+        "null offset in column 'offset' at partition 4; fix the source, or pass offset=None "
+        "(Scala: StreamColumns(offset = None)) to order each partition's records by timestamp"
+    )
 
 
 def test_column_names_must_be_names(spark, df):
@@ -527,12 +562,11 @@ def test_null_partition_fails_every_operator_naming_column_and_offset(spark, ope
         for i, r in enumerate(records)
     ]
     df = spark.createDataFrame(rows, SCHEMA)
-    with pytest.raises(Exception) as e:
+    with pytest.raises(KStreamsError) as e:
         operator(KStream(df)).df.collect()
-    assert "null partition in column 'partition' at partition null, offset 1" in str(e.value)
-    assert (
-        "pass partition=None (Scala: StreamColumns(partition = None)) to read the stream as one partition"
-        in str(e.value)
+    assert str(e.value) == (
+        "null partition in column 'partition' at partition null, offset 1; fix the source, or pass "
+        "partition=None (Scala: StreamColumns(partition = None)) to read the stream as one partition"
     )
 
 

@@ -21,6 +21,7 @@ from kstreams_spark import (
     JoinWindows,
     KStream,
     KStreamsError,
+    KStreamsQueryError,
     Processor,
     SessionWindows,
     Stores,
@@ -30,6 +31,7 @@ from kstreams_spark import (
 )
 from kstreams_spark._connect import PLUGIN_CLASS, server_command, start_server, stop_server
 from pyspark import cloudpickle
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 from streams import Rec, StreamRun, each_example, forwarded, run_examples, run_mode, with_offsets
@@ -427,6 +429,21 @@ def test_bad_input_gets_the_classic_messages(remote):
         KStream(df).deduplicate_by_key("10 parsecs")
     with pytest.raises(KStreamsError, match="the id expression .*nope.* does not resolve on this DataFrame"):
         KStream(df).deduplicate(F.col("nope"), "1 minute")
+
+
+def test_a_query_stopped_by_a_check_raises_our_message_first(remote, tmp_path):
+    """As in a classic session: the exception a Connect client catches is ours, first line and
+    all, and still a StreamingQueryException; the client reads the server's cause chain."""
+    run = StreamRun(remote, str(tmp_path), lambda d: KStream(d).deduplicate_by_key("10 s").df)
+    run.add_batch(with_offsets([Rec("a", 1, partition=3), Rec("a", None, partition=3)]))
+    with pytest.raises(KStreamsQueryError) as e:
+        run.run()
+    assert isinstance(e.value, StreamingQueryException)
+    assert str(e.value) == (
+        "null timestamp in column 'timestamp' at partition 3, offset 1; fix the producer, or pass "
+        "on_null_timestamp='skip' (Scala: NullTimestamps.Skip) to skip and count such records"
+    )
+    assert "STREAM_FAILED" in str(e.value.spark_exception)
 
 
 def test_topology_says_it_does_not_run_over_connect(remote):

@@ -5,14 +5,22 @@ import itertools
 import json
 import os
 import sys
+import traceback
 from datetime import timedelta
 
 import pytest
-from kstreams_spark import KStream, KStreamsError, Processor, PunctuationType, Stores, Topology
+from kstreams_spark import (
+    KStream,
+    KStreamsError,
+    KStreamsQueryError,
+    Processor,
+    PunctuationType,
+    Stores,
+    Topology,
+)
 from pyspark import cloudpickle
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.utils import StreamingQueryException
 from streams import BASE, EXAMPLE_STRIDE, SCHEMA, Rec, StreamRun, batch_df, run_examples, with_offsets
 from test_dedup_spec import EXAMPLES, records_of
 
@@ -323,12 +331,18 @@ def test_context_store_range_put_if_absent_and_close(spark, tmp_path, mode):
 
 def test_processor_error_names_processor_partition_and_offset(spark, tmp_path):
     records = [Rec("a", 1, 1, value=1), Rec("a", 2, 1, value=2), Rec("a", 3, 1, value=13)]
-    with pytest.raises(StreamingQueryException) as failure:
+    with pytest.raises(KStreamsQueryError) as failure:
         run_nums(spark, tmp_path, [records], lambda df: KStream(df).process(Exploder, name="exploder").df)
-    assert (
-        "processor 'exploder' failed processing the record at partition 1, offset 2: "
-        "ValueError: unlucky value"
-    ) in str(failure.value)
+    assert str(failure.value) == (
+        "processor 'exploder' failed processing the record at partition 1, offset 2: ValueError: unlucky value"
+    )
+    # the user's own line, read from the worker's traceback, is where the traceback ends
+    last = traceback.extract_tb(failure.value.__traceback__)[-1]
+    assert (os.path.basename(last.filename), last.name, last.line) == (
+        "test_processor.py",
+        "process",
+        'raise ValueError("unlucky value")',
+    )
 
 
 class ForwardsInClose(Processor):
@@ -344,14 +358,14 @@ class ForwardsInClose(Processor):
 
 def test_a_forward_in_close_fails_the_query_instead_of_being_lost(spark, tmp_path):
     records = [Rec("a", 1, 1, value=1)]
-    with pytest.raises(StreamingQueryException) as failure:
+    with pytest.raises(KStreamsQueryError) as failure:
         run_nums(
             spark, tmp_path, [records], lambda df: KStream(df).process(ForwardsInClose, name="closer").df
         )
-    assert (
+    assert str(failure.value) == (
         "processor 'closer' forwarded a record in close() (partition 1); close() runs after the "
         "micro-batch's output is complete, so the record would be lost: forward in process() or a punctuation"
-    ) in str(failure.value)
+    )
 
 
 def test_usage_errors(spark):

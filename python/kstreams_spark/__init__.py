@@ -7,7 +7,7 @@
 """
 
 from kstreams_spark._jvm import jar_path
-from kstreams_spark.errors import KStreamsError
+from kstreams_spark.errors import KStreamsError, KStreamsQueryError
 from kstreams_spark.kstream import (
     BranchedKStream,
     JoinWindows,
@@ -37,6 +37,7 @@ __all__ = [
     "KGroupedStream",
     "KStream",
     "KStreamsError",
+    "KStreamsQueryError",
     "KeyValueStore",
     "Processor",
     "ProcessorContext",

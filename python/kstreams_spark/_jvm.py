@@ -24,7 +24,11 @@ from kstreams_spark._connect import (
     connect_dataframe,
     is_connect,
 )
+from kstreams_spark._query_errors import install_classic_hook, install_connect_hook, message_in_chain
 from kstreams_spark.errors import KStreamsError
+
+# an action or query that a kstreams check stops raises our message first (see _query_errors)
+install_classic_hook()
 
 _JAR_DIR = os.path.join(os.path.dirname(__file__), "jars")
 
@@ -80,6 +84,7 @@ def door(spark: SparkSession) -> JavaObject:
     """``kstreams.PythonAPI`` in ``spark``'s JVM, with a clear error if the jar is absent (over
     Spark Connect: on the server, see ``kstreams_spark._connect``)."""
     if is_connect(spark):
+        install_connect_hook()
         return RemoteObject(spark, class_name="PythonAPI")
     return JavaObject(_jvm_package(spark).PythonAPI)
 
@@ -208,7 +213,7 @@ def jvm_errors() -> Iterator[None]:
         first = (e.getMessage() or str(e)).strip().splitlines()[0]
         raise KStreamsError(f"Spark could not resolve an expression: {first}") from None
     except Py4JJavaError as e:
-        message = _kstreams_message(e.java_exception)
+        message = message_in_chain(e.java_exception)
         if message is not None:
             raise KStreamsError(message) from None
         if "AnalysisException" in e.java_exception.getClass().getName():
@@ -216,14 +221,3 @@ def jvm_errors() -> Iterator[None]:
             first = str(e.java_exception.getMessage()).strip().splitlines()[0]
             raise KStreamsError(f"Spark could not resolve an expression: {first}") from None
         raise
-
-
-def _kstreams_message(throwable) -> str | None:
-    """The message of the first ``KStreamsException`` in a Java cause chain, if any."""
-    seen = 0
-    while throwable is not None and seen < 20:
-        if throwable.getClass().getName() == "kstreams.KStreamsException":
-            return str(throwable.getMessage())
-        throwable = throwable.getCause()
-        seen += 1
-    return None

@@ -985,7 +985,7 @@ def _first_line(error: Exception) -> str:
     advice names the Python argument, here it is a flag."""
     text = (getattr(error, "desc", None) or str(error)).strip().split("\n")[0]
     text = re.sub(r"^\[STREAM_FAILED\] Query \[.*?\] terminated with exception: ", "", text)
-    text = re.sub(r"^\[(USER_RAISED_EXCEPTION|TRANSFORM_WITH_STATE_USER_FUNCTION_ERROR)\] ", "", text)
+    text = re.sub(r"^\[TRANSFORM_WITH_STATE_USER_FUNCTION_ERROR\] ", "", text)
     text = re.sub(r"\s*SQLSTATE: \w+", "", text).strip()
     return text.replace(
         "pass on_null_timestamp='skip' (Scala: NullTimestamps.Skip)", "pass --on-null-timestamp skip"

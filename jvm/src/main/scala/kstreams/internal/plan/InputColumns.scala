@@ -6,6 +6,7 @@ import org.apache.spark.sql.{Column, DataFrame, Row}
 import org.apache.spark.sql.catalyst.plans.logical.{CollectMetrics, EventTimeWatermark}
 import org.apache.spark.sql.classic
 import org.apache.spark.sql.functions._
+import org.apache.spark.sql.kstreams.RaiseKStreamsError
 import org.apache.spark.sql.types._
 
 import kstreams.internal.plan.HelperColumns.quote
@@ -42,7 +43,7 @@ private[kstreams] final case class InputColumns(
   def checkedPartition: Column =
     when(
       partition.isNull,
-      raise_error(
+      RaiseKStreamsError.column(
         concat(
           lit(s"null partition in column '${partitionName.getOrElse("")}' at "),
           where,
@@ -75,7 +76,7 @@ private[kstreams] object InputColumns {
     val offset = resolved.offset.map { f =>
       when(
         col(quote(f.name)).isNull,
-        raise_error(
+        RaiseKStreamsError.column(
           concat(
             lit(s"null offset in column '${f.name}' at partition "),
             coalesce(partition.cast(StringType), lit("null")),
@@ -89,7 +90,7 @@ private[kstreams] object InputColumns {
       case Some(name) if failOnNull =>
         when(
           col(quote(name)).isNull,
-          raise_error(
+          RaiseKStreamsError.column(
             concat(
               lit(s"null timestamp in column '$name' at "),
               where(partition, rawOffset),
