@@ -16,7 +16,7 @@ from kafka_streams import (
     expected_dedup_by_key,
     kafka_source,
 )
-from kstreams_spark import KStream, KStreamsError, operator_metrics
+from kstreams_spark import KStream, KStreamsError, KStreamsQueryError, operator_metrics
 from pyspark.errors import StreamingQueryException
 from streams import Rec, batch_df, with_offsets
 
@@ -160,23 +160,81 @@ def test_exactly_once_refuses_a_producer_setting_it_cannot_honour(spark, tmp_pat
     """The sink sets these itself: a user's other value would be silently replaced or ignored, so
     the query stops at its first micro-batch naming the option, before any broker is reached (this
     one is never listening)."""
-    stream = (
+    failed = _stops_with(spark, tmp_path, "out", {"kafka.bootstrap.servers": "127.0.0.1:9", option: value})
+    assert str(failed).startswith(
+        f"the kstreams-kafka-eos sink cannot honour the option {option}={value}: {why}"
+    )
+
+
+def _rate_stream(spark):
+    return (
         spark.readStream.format("rate")
         .option("rowsPerSecond", 1)
         .load()
         .selectExpr("CAST(value AS STRING) AS key", "CAST(value AS STRING) AS value", "timestamp")
         .selectExpr("*", "0 AS partition", "CAST(0 AS BIGINT) AS offset")
     )
+
+
+def _stops_with(spark, tmp_path, topic, options) -> KStreamsQueryError:
+    query = KStream(_rate_stream(spark)).to(topic, exactly_once=True, **options)
+    query = query.option("checkpointLocation", str(tmp_path / "ck")).start()
+    try:
+        with pytest.raises(KStreamsQueryError) as failed:
+            query.awaitTermination(90)
+    finally:
+        query.stop()
+    return failed.value
+
+
+def test_exactly_once_names_an_empty_bootstrap_servers(spark, tmp_path):
+    failed = _stops_with(spark, tmp_path, "out", {"kafka.bootstrap.servers": " "})
+    assert str(failed) == (
+        "the kstreams-kafka-eos sink's option kafka.bootstrap.servers is empty: give the host:port of "
+        "at least one broker, e.g. localhost:9092"
+    )
+
+
+def test_exactly_once_names_the_broker_it_cannot_reach(spark, tmp_path):
+    """Before its first micro-batch, in the admin call's wait (here 1.5 s): not a task's 60-second
+    timeout in initTransactions that names no broker."""
+    options = {"kafka.bootstrap.servers": "127.0.0.1:9", "kafka.default.api.timeout.ms": "1500"}
+    failed = _stops_with(spark, tmp_path, "out", options)
+    assert str(failed) == (
+        "the kstreams-kafka-eos sink reached no broker at kafka.bootstrap.servers=127.0.0.1:9 in 1500 ms "
+        "(asking for the output topic 'out'): check the address and that the brokers are up (the wait "
+        "is kafka.default.api.timeout.ms)"
+    )
+
+
+def test_exactly_once_names_a_missing_output_or_marker_topic(spark, kafka, tmp_path):
+    """The marker is committed in partition 0 of the output topic, or of kstreams.markerTopic: a
+    topic the broker does not know would make each task retry its commit until it times out."""
+    options = {"kafka.bootstrap.servers": kafka.bootstrap}
+    failed = _stops_with(spark, tmp_path / "a", "no-such-output", options)
+    assert str(failed) == (
+        f"the output topic 'no-such-output' does not exist on the brokers at {kafka.bootstrap}; the "
+        "kstreams-kafka-eos sink commits each micro-batch's marker in its partition 0 (a consumer-group "
+        "offset, in the same transaction as the records), so it must exist before the query starts: "
+        "create it"
+    )
+    out = kafka.create_topic("eos-marker-check-out", partitions=1)
+    routed = _rate_stream(spark).selectExpr(f"'{out}' AS topic", "key", "value")
     query = (
-        KStream(stream)
-        .to("out", exactly_once=True, **{"kafka.bootstrap.servers": "127.0.0.1:9", option: value})
-        .option("checkpointLocation", str(tmp_path / "ck"))
+        routed.writeStream.format("kstreams-kafka-eos")
+        .option("kafka.bootstrap.servers", kafka.bootstrap)
+        .option("kstreams.markerTopic", "no-such-markers")
+        .option("checkpointLocation", str(tmp_path / "b"))
         .start()
     )
     try:
-        with pytest.raises(StreamingQueryException) as failed:
-            query.awaitTermination(60)
+        with pytest.raises(KStreamsQueryError) as routed_failed:
+            query.awaitTermination(90)
     finally:
         query.stop()
-    message = str(failed.value).splitlines()[0]
-    assert f"the kstreams-kafka-eos sink cannot honour the option {option}={value}: {why}" in message
+    assert str(routed_failed.value) == (
+        f"the marker topic 'no-such-markers' does not exist on the brokers at {kafka.bootstrap}; the "
+        "kstreams-kafka-eos sink commits each micro-batch's marker in its partition 0 (a consumer-group "
+        "offset, in the same transaction as the records), so it must exist before the query starts: "
+        "create it, or name an existing topic in kstreams.markerTopic"
+    )

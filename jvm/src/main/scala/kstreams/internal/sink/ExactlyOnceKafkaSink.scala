@@ -5,13 +5,15 @@ package sink
 import java.time.Duration
 import java.util
 import java.util.Properties
+import java.util.concurrent.{ExecutionException, TimeUnit}
 
 import scala.jdk.CollectionConverters._
 
-import org.apache.kafka.clients.admin.{Admin, ListConsumerGroupOffsetsOptions}
+import org.apache.kafka.clients.admin.{Admin, AdminClientConfig, DescribeTopicsOptions, ListConsumerGroupOffsetsOptions}
 import org.apache.kafka.clients.consumer.{ConsumerGroupMetadata, OffsetAndMetadata}
 import org.apache.kafka.clients.producer.{Callback, KafkaProducer, ProducerConfig, ProducerRecord, RecordMetadata}
-import org.apache.kafka.common.TopicPartition
+import org.apache.kafka.common.{KafkaException, TopicPartition}
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException
 import org.apache.kafka.common.header.internals.RecordHeader
 import org.apache.kafka.common.serialization.ByteArraySerializer
 import org.apache.spark.sql.catalyst.InternalRow
@@ -95,6 +97,7 @@ private[kstreams] final class ExactlyOnceKafkaWrite(
   if (!kafkaOptions.contains(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG))
     throw new KStreamsException(s"the ${ExactlyOnceKafkaProvider.Format} sink needs the option kafka.bootstrap.servers")
   ExactlyOnceKafkaWrite.refuseOwnSettings(kafkaOptions)
+  ExactlyOnceKafkaWrite.checkMarkerTopic(kafkaOptions, markerTopic, markerIsOutput = topic.contains(markerTopic))
 
   override def createStreamingWriterFactory(info: PhysicalWriteInfo): StreamingDataWriterFactory =
     new ExactlyOnceKafkaWriterFactory(queryId, topic, markerTopic, kafkaOptions, layout)
@@ -137,6 +140,75 @@ private[kstreams] object ExactlyOnceKafkaWrite {
 
   /** Refuses, naming it, each of [[OwnSettings]] that `kafkaOptions` (the `kafka.` options without
     * the prefix, names as Spark passes them: lower case) sets to a value the sink cannot honour. */
+  /** Checks, on the driver before a query's first micro-batch, that the brokers answer and that the
+    * marker topic exists, so that neither surfaces as a timeout in a task that names neither.
+    *
+    * Why the marker topic must exist beforehand: each task's transaction commits its marker as a
+    * consumer-group offset of the topic's partition 0, which the broker refuses for a topic it
+    * does not know, and the producer retries that until its transaction times out (a minute by
+    * default). A micro-batch with no records creates no topic, so even a broker that creates
+    * topics on first use does not make this safe. The wait is Kafka's own for an admin call,
+    * `kafka.default.api.timeout.ms` (60 s unless set). */
+  def checkMarkerTopic(kafkaOptions: Map[String, String], markerTopic: String, markerIsOutput: Boolean): Unit = {
+    val format = ExactlyOnceKafkaProvider.Format
+    val servers = kafkaOptions(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG)
+    if (servers.trim.isEmpty)
+      throw new KStreamsException(
+        s"the $format sink's option kafka.bootstrap.servers is empty: give the host:port of at least " +
+          "one broker, e.g. localhost:9092")
+    val isTimeout = (k: String) => k.equalsIgnoreCase(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG)
+    val timeoutMs = kafkaOptions
+      .collectFirst { case (k, v) if isTimeout(k) => v.trim }
+      .flatMap(_.toLongOption)
+      .getOrElse(60000L)
+    // The wait is kept below, on the call, not given to the admin client: as a client setting, a
+    // value under request.timeout.ms (30 s) is refused when the client is made.
+    val props = new Properties()
+    kafkaOptions.foreach { case (k, v) => if (!isTimeout(k)) props.put(k, v) }
+    val admin =
+      try Admin.create(props)
+      catch {
+        case e: KafkaException =>
+          val root = Iterator.iterate(e: Throwable)(_.getCause).takeWhile(_ != null).toSeq.last
+          throw new KStreamsException(
+            s"the $format sink cannot use kafka.bootstrap.servers=$servers: ${KStreamsException.sparkSays(root)}",
+            e)
+      }
+    val which = if (markerIsOutput) s"the output topic '$markerTopic'" else s"the marker topic '$markerTopic'"
+    def unreachable(cause: Throwable) = new KStreamsException(
+      s"the $format sink reached no broker at kafka.bootstrap.servers=$servers in $timeoutMs ms " +
+        s"(asking for $which): check the address and that the brokers are up (the wait is " +
+        s"kafka.${AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG})",
+      cause
+    )
+    try
+      admin
+        .describeTopics(util.List.of(markerTopic), new DescribeTopicsOptions().timeoutMs(timeoutMs.toInt))
+        .allTopicNames()
+        // the call's own deadline is not kept while no broker answers (seen: 60 s for 1.5 s)
+        .get(timeoutMs, TimeUnit.MILLISECONDS)
+    catch {
+      case e: java.util.concurrent.TimeoutException => throw unreachable(e)
+      case e: ExecutionException =>
+        e.getCause match {
+          case _: UnknownTopicOrPartitionException =>
+            throw new KStreamsException(
+              s"$which does not exist on the brokers at $servers; the $format sink commits each " +
+                "micro-batch's marker in its partition 0 (a consumer-group offset, in the same " +
+                "transaction as the records), so it must exist before the query starts: create it" +
+                (if (markerIsOutput) ""
+                 else s", or name an existing topic in ${ExactlyOnceKafkaProvider.MarkerTopicOption}"),
+              e.getCause
+            )
+          case cause: org.apache.kafka.common.errors.TimeoutException => throw unreachable(cause)
+          case cause =>
+            throw new KStreamsException(
+              s"the $format sink could not look up $which at $servers: ${KStreamsException.sparkSays(cause)}",
+              cause)
+        }
+    } finally admin.close(Duration.ZERO)
+  }
+
   def refuseOwnSettings(kafkaOptions: Map[String, String]): Unit = {
     val given = kafkaOptions.map { case (k, v) => k.toLowerCase -> v }
     OwnSettings.foreach { case (name, refused, why) =>
