@@ -283,6 +283,30 @@ def test_a_checkpoint_restarted_under_another_operator_fails_naming_both(spark, 
     assert [r["value"] for r in run.output().collect()] == ["v0"]  # nothing of the refused run
 
 
+def test_an_operator_added_to_a_checkpoints_query_is_refused_by_spark(spark, tmp_path):
+    """Spark checks the stateful operators of a restarted query against its checkpoint's state
+    metadata, before any operator's own check runs, and refuses one added (or removed)."""
+    run = StreamRun(spark, str(tmp_path), lambda d: KStream(d).deduplicate_by_key("10 s").df)
+    run.add_batch(with_offsets([Rec("a", 1)]))
+    run.run()
+    run.op = lambda d: KStream(KStream(d).deduplicate_by_key("10 s").df).deduplicate_by_key("20 s").df
+    run.add_batch([Rec("a", 2, offset=1, value="v1")])
+    with pytest.raises(StreamingQueryException) as e:
+        run.run()
+    assert not isinstance(e.value, KStreamsError)
+    assert e.value.getCondition() == "STREAM_FAILED"
+    assert (
+        "[STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA] Streaming stateful operator name does "
+        "not match with the operator in state metadata."
+    ) in str(e.value)
+    assert (
+        "Stateful operators in the metadata: [(OperatorId: 0 -> OperatorName: transformWithStateExec)]; "
+        "Stateful operators in current batch: [(OperatorId: 0 -> OperatorName: transformWithStateExec), "
+        "(OperatorId: 1 -> OperatorName: transformWithStateExec)]"
+    ) in str(e.value)
+    assert [r["value"] for r in run.output().collect()] == ["v0"]  # nothing of the refused run
+
+
 class _ScheduleInProcess(Processor):
     def init(self, context):
         self.context = context

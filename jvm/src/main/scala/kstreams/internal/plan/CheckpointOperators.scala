@@ -22,8 +22,9 @@ import org.apache.spark.sql.kstreams.RunningQueries
   * and let duplicates through, and other swaps fail with Spark-internal messages. So each kstreams
   * operator's [[OperatorDescriptor]] is recorded in plan order the first time its query runs, and
   * every later run must present the same descriptor at the same position, or fail before its first
-  * micro-batch with a [[KStreamsException]] naming both. Operators appended to a query are
-  * recorded; an operator no longer in the query is not checked.
+  * micro-batch with a [[KStreamsException]] naming both. An operator added or removed is refused by
+  * Spark before this check runs (`STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA`, once a
+  * micro-batch has committed state metadata); one added before that is recorded.
   *
   * The check runs in the driver-side `init` Spark calls while planning a run's first micro-batch
   * ([[DescribedProcessor]]), on the query's own thread, where the query id is a local property.
