@@ -160,11 +160,11 @@ private[kstreams] final class GlobalDedupProcessor(
     var lastOrder = Long.MinValue
     val emitted = rows
       .map { r =>
-        if (r.partition < lastPartition || (r.partition == lastPartition && r.ordering < lastOrder))
-          throw new IllegalStateException(
-            s"kstreams internal error: partition ${r.partition} arrived out of order in deduplicate " +
-              s"(offset ${r.ordering} after partition $lastPartition, $lastOrder). Please report this " +
-              "with the query plan.")
+        // a group's rows come partition by partition, each in its order
+        if (r.partition == lastPartition && r.ordering < lastOrder)
+          throw OrderCheck.outOfOrder(r.partition, r.ordering, lastOrder)
+        if (r.partition < lastPartition)
+          throw OrderCheck.outOfOrder(r.partition, s"after partition $lastPartition")
         lastPartition = r.partition; lastOrder = r.ordering
         if (r.marker) {
           clocks.marker(r.partition, r.timestampMicros)

@@ -142,10 +142,7 @@ private[kstreams] final class PerPartitionDedupProcessor(
 
     /** The spec's rule for `r`: what to emit, or null. */
     def decide(r: CompactRecord): CompactOutput = {
-      if (r.ordering < lastOrder)
-        throw new IllegalStateException(
-          s"kstreams internal error: partition ${r.partition} arrived out of order " +
-            s"(${r.ordering} after $lastOrder). Please report this with the query plan.")
+      if (r.ordering < lastOrder) throw OrderCheck.outOfOrder(r.partition, r.ordering, lastOrder)
       lastOrder = r.ordering
       if (r.timestampMicros > streamTime) streamTime = r.timestampMicros
       val liveFrom = streamTime - intervalMicros

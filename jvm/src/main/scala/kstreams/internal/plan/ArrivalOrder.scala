@@ -302,15 +302,28 @@ private[kstreams] final class OrderCheck(layout: ArrivalOrder.Layout) {
     if (!row.isNullAt(layout.orderIndex)) {
       val position = row.getLong(layout.orderIndex)
       last.get(partition) match {
-        case Some(previous) if position < previous =>
-          throw new IllegalStateException(
-            s"kstreams internal error: partition $partition arrived out of order " +
-              s"($position after $previous), so Spark re-shuffled the input after kstreams sorted " +
-              "it. Please report this with the query plan (query.explain()).")
+        case Some(previous) if position < previous => throw OrderCheck.outOfOrder(partition, position, previous)
         case _ => last(partition) = position
       }
     }
   }
+}
+
+private[kstreams] object OrderCheck {
+
+  /** The one error for a partition whose records reach an operator out of their order (offset, or
+    * timestamp without offsets): kstreams sorted them (micro-batch) or read them in order from one
+    * source task (real-time), so a planner changed what it relies on, and deciding on would give
+    * other results than the spec's. `position` came after `previous`. */
+  def outOfOrder(partition: Int, position: Long, previous: Long): IllegalStateException =
+    outOfOrder(partition, s"$position after $previous")
+
+  /** [[outOfOrder]] saying in `detail` what came after what. */
+  def outOfOrder(partition: Int, detail: String): IllegalStateException =
+    new IllegalStateException(
+      s"kstreams internal error: partition $partition arrived out of order ($detail), so Spark " +
+        "re-shuffled the input after kstreams ordered it. Please report this with the query plan " +
+        "(query.explain()).")
 }
 
 /** Stream time per input partition (largest timestamp seen, micros), read from state once per
