@@ -658,3 +658,23 @@ def test_wall_clock_punctuation_fires_on_processing_time(spark, tmp_path):
         missed = [(start, took) for start, took in batches if start >= due + 50 and start + took < t]
         assert not missed, (registered, ticks, due, missed)
     assert [o for k, _, o in got if k == "tick"] == [None] * len(ticks)
+
+
+class Echo(Processor):
+    def init(self, context):
+        self.context = context
+
+    def process(self, record):
+        self.context.forward(record.key, record.value * 10)
+
+
+def test_columns_named_with_dots_and_backquotes(spark):
+    """The processor plan quotes the stream's own column names (a dot or a backquote is part of a
+    name, not a path), on the way in and out."""
+    df = batch_df(spark, with_offsets([Rec("a", 1, value="1"), Rec("b", 2, value="2")]))
+    df = df.selectExpr(
+        "key AS `user.id``x`", "CAST(value AS INT) AS `amount.v`", "timestamp", "partition", "offset"
+    )
+    out = KStream(df, key="user.id`x", value="amount.v").process(Echo).df
+    assert out.columns == ["user.id`x", "amount.v", "timestamp", "partition", "offset"]
+    assert sorted((r[0], r[1]) for r in out.collect()) == [("a", 10), ("b", 20)]

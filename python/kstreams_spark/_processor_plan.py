@@ -12,6 +12,7 @@ from typing import Any
 
 from pyspark.sql.types import DataType, IntegerType, LongType, StructField, StructType
 
+from kstreams_spark._columns import quote
 from kstreams_spark._processor_runtime import (
     FORWARD_TS,
     GROUP,
@@ -84,8 +85,8 @@ def normalized_input(stream, source: str):
     )
     offset = names["offset"]
     return prepared.select(
-        F.col(f"`{names['key']}`").alias(KEY),
-        F.col(f"`{names['value']}`").alias(VALUE),
+        F.col(quote(names["key"])).alias(KEY),
+        F.col(quote(names["value"])).alias(VALUE),
         topic.alias(TOPIC),
         F.lit(source).alias(SOURCE),
         GROUP,
@@ -223,9 +224,9 @@ def process(
         wall_clock,
     )
     return processed.select(
-        F.col(f"`{names['key']}`"),
-        F.col(f"`{names['value']}`"),
+        F.col(quote(names["key"])),
+        F.col(quote(names["value"])),
         F.timestamp_micros(F.col(FORWARD_TS)).alias(names["timestamp"]),
-        F.col(f"`{partition_name}`"),
-        F.col(f"`{offset_name}`"),
+        F.col(quote(partition_name)),
+        F.col(quote(offset_name)),
     )

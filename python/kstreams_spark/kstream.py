@@ -16,6 +16,7 @@ from pyspark.sql.functions import udf
 from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import BooleanType, DataType
 
+from kstreams_spark._columns import quote
 from kstreams_spark._jvm import (
     JavaObject,
     door,
@@ -316,7 +317,7 @@ class KStream:
             return True
 
         peeked = udf(call, BooleanType()).asNondeterministic()
-        names = [F.col(_quote(c)) for c in self._df.columns]
+        names = [F.col(quote(c)) for c in self._df.columns]
         return self._next(self._j.filter(java_column(peeked(F.struct(*names)), "peek")))
 
     def split(self) -> BranchedKStream:
@@ -434,7 +435,7 @@ class KStream:
 
     def _inputs(self, arity: int) -> tuple:
         """The Columns a user function receives: (key, value), or (value,)."""
-        key, value = F.col(_quote(self._names["key"])), F.col(_quote(self._names["value"]))
+        key, value = F.col(quote(self._names["key"])), F.col(quote(self._names["value"]))
         return (key, value) if arity == 2 else (value,)
 
     def _next(self, jks: JavaObject) -> KStream:
@@ -516,10 +517,6 @@ def _check_intervals(*intervals: Interval | None) -> None:
 
 # The Scala join methods, by the kind of join they are (for error messages).
 JOIN_KINDS = {"join": "inner", "leftJoin": "left", "outerJoin": "outer"}
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _applied(function, what: str, *inputs: Column):
