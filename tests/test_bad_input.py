@@ -241,6 +241,8 @@ def test_null_timestamp_fails_streaming_query_naming_partition_and_offset(spark,
         run.run()
     assert isinstance(e.value, StreamingQueryException)
     assert str(e.value) == null_timestamp_message(3, 1)
+    assert e.value.getMessage() == null_timestamp_message(3, 1)
+    assert (e.value.getCondition(), e.value.getSqlState()) == ("STREAM_FAILED", "XXKST")
     assert str(e.value.spark_exception).startswith("[STREAM_FAILED] Query [id = ")
     assert null_timestamp_message(3, 1) in str(e.value.spark_exception)
 

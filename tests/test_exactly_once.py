@@ -238,3 +238,11 @@ def test_exactly_once_names_a_missing_output_or_marker_topic(spark, kafka, tmp_p
         "offset, in the same transaction as the records), so it must exist before the query starts: "
         "create it, or name an existing topic in kstreams.markerTopic"
     )
+
+
+def test_exactly_once_names_a_wait_that_is_not_a_number(spark, tmp_path):
+    options = {"kafka.bootstrap.servers": "127.0.0.1:9", "kafka.default.api.timeout.ms": "soon"}
+    assert str(_stops_with(spark, tmp_path, "out", options)) == (
+        "the kstreams-kafka-eos sink's option kafka.default.api.timeout.ms must be a positive number of "
+        "milliseconds (at most 2147483647), got 'soon'"
+    )

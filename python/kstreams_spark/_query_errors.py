@@ -39,8 +39,19 @@ def message_of(class_name: str, message: str | None) -> str | None:
         return message or ""
     if class_name == PYTHON_WORKER_ERROR_CLASS and message and PYTHON_ERROR_LINE in message:
         # Spark appends the error's SQLSTATE to the worker's traceback
-        return re.sub(r"\s*SQLSTATE: \w+\s*$", "", message.rsplit(PYTHON_ERROR_LINE, 1)[1]).strip()
+        last = re.sub(r"\s*SQLSTATE: \w+\s*$", "", message.rsplit(PYTHON_ERROR_LINE, 1)[1]).strip()
+        # ours only if it ended the worker: not one a user's processor caught and raised another for
+        if not any(chained in last for chained in _CHAINED):
+            return last
     return None
+
+
+# what Python writes between a chained exception's traceback and the next one
+_CHAINED = (
+    "Traceback (most recent call last):",
+    "During handling of the above exception",
+    "The above exception was the direct cause",
+)
 
 
 def message_in_chain(throwable: Any) -> str | None:

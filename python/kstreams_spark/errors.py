@@ -44,3 +44,22 @@ class KStreamsQueryError(KStreamsError, StreamingQueryException):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+    # PySpark's error API answers for the query's failure (Spark's STREAM_FAILED), message ours
+    def getMessage(self) -> str:  # noqa: N802 (PySpark's name)
+        return str(self)
+
+    def getCondition(self) -> str | None:  # noqa: N802
+        return _spark(self, "getCondition")
+
+    def getSqlState(self) -> str | None:  # noqa: N802
+        return _spark(self, "getSqlState")
+
+    def getMessageParameters(self) -> dict[str, str] | None:  # noqa: N802
+        return _spark(self, "getMessageParameters")
+
+
+def _spark(error: KStreamsError, method: str):
+    """What ``error.spark_exception`` answers to ``method`` (None without one)."""
+    spark = error.spark_exception
+    return getattr(spark, method)() if spark is not None and hasattr(spark, method) else None

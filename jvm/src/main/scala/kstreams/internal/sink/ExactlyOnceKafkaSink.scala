@@ -21,6 +21,7 @@ import org.apache.spark.sql.connector.catalog.{SupportsWrite, Table, TableCapabi
 import org.apache.spark.sql.connector.expressions.Transform
 import org.apache.spark.sql.connector.write._
 import org.apache.spark.sql.connector.write.streaming.{StreamingDataWriterFactory, StreamingWrite}
+import org.apache.spark.sql.kstreams.RunningQueries
 import org.apache.spark.sql.sources.DataSourceRegister
 import org.apache.spark.sql.types._
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
@@ -97,7 +98,9 @@ private[kstreams] final class ExactlyOnceKafkaWrite(
   if (!kafkaOptions.contains(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG))
     throw new KStreamsException(s"the ${ExactlyOnceKafkaProvider.Format} sink needs the option kafka.bootstrap.servers")
   ExactlyOnceKafkaWrite.refuseOwnSettings(kafkaOptions)
-  ExactlyOnceKafkaWrite.checkMarkerTopic(kafkaOptions, markerTopic, markerIsOutput = topic.contains(markerTopic))
+  // Spark makes a write per micro-batch: the brokers are asked once per run of the query
+  if (ExactlyOnceKafkaWrite.firstOfRun(queryId))
+    ExactlyOnceKafkaWrite.checkMarkerTopic(kafkaOptions, markerTopic, markerIsOutput = topic.contains(markerTopic))
 
   override def createStreamingWriterFactory(info: PhysicalWriteInfo): StreamingDataWriterFactory =
     new ExactlyOnceKafkaWriterFactory(queryId, topic, markerTopic, kafkaOptions, layout)
@@ -138,8 +141,16 @@ private[kstreams] object ExactlyOnceKafkaWrite {
         "in the query instead (e.g. to_json, or CAST(value AS STRING)), as for Spark's Kafka sink")
   )
 
-  /** Refuses, naming it, each of [[OwnSettings]] that `kafkaOptions` (the `kafka.` options without
-    * the prefix, names as Spark passes them: lower case) sets to a value the sink cannot honour. */
+  /** The runs whose brokers were checked, by query id (a restart is a new run). */
+  private val checkedRuns = scala.collection.mutable.HashMap.empty[String, java.util.UUID]
+
+  /** Whether the write being made for `queryId` is its run's first (outside a running query, as
+    * in a test of the write alone: always). */
+  def firstOfRun(queryId: String): Boolean = RunningQueries.current() match {
+    case Some(query) => checkedRuns.synchronized(checkedRuns.put(queryId, query.runId) != Some(query.runId))
+    case None => true
+  }
+
   /** Checks, on the driver before a query's first micro-batch, that the brokers answer and that the
     * marker topic exists, so that neither surfaces as a timeout in a task that names neither.
     *
@@ -157,10 +168,17 @@ private[kstreams] object ExactlyOnceKafkaWrite {
         s"the $format sink's option kafka.bootstrap.servers is empty: give the host:port of at least " +
           "one broker, e.g. localhost:9092")
     val isTimeout = (k: String) => k.equalsIgnoreCase(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG)
-    val timeoutMs = kafkaOptions
-      .collectFirst { case (k, v) if isTimeout(k) => v.trim }
-      .flatMap(_.toLongOption)
-      .getOrElse(60000L)
+    val timeoutMs = kafkaOptions.collectFirst { case (k, v) if isTimeout(k) => v.trim } match {
+      case None => 60000L
+      case Some(v) =>
+        v.toIntOption
+          .filter(_ > 0)
+          .getOrElse(
+            throw new KStreamsException(
+              s"the $format sink's option kafka.${AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG} must be a " +
+                s"positive number of milliseconds (at most ${Int.MaxValue}), got '$v'"))
+          .toLong
+    }
     // The wait is kept below, on the call, not given to the admin client: as a client setting, a
     // value under request.timeout.ms (30 s) is refused when the client is made.
     val props = new Properties()
@@ -209,6 +227,8 @@ private[kstreams] object ExactlyOnceKafkaWrite {
     } finally admin.close(Duration.ZERO)
   }
 
+  /** Refuses, naming it, each of [[OwnSettings]] that `kafkaOptions` (the `kafka.` options without
+    * the prefix, names as Spark passes them: lower case) sets to a value the sink cannot honour. */
   def refuseOwnSettings(kafkaOptions: Map[String, String]): Unit = {
     val given = kafkaOptions.map { case (k, v) => k.toLowerCase -> v }
     OwnSettings.foreach { case (name, refused, why) =>

@@ -3,7 +3,8 @@ package org.apache.spark.sql.kstreams
 import org.apache.spark.sql.Column
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{Expression, UnaryExpression}
-import org.apache.spark.sql.catalyst.expressions.codegen.CodegenFallback
+import org.apache.spark.sql.catalyst.expressions.codegen.{CodegenContext, ExprCode, JavaCode, TrueLiteral}
+import org.apache.spark.sql.catalyst.expressions.codegen.Block._
 import org.apache.spark.sql.classic.ExpressionUtils
 import org.apache.spark.sql.types.{DataType, NullType}
 
@@ -18,8 +19,9 @@ import kstreams.KStreamsException
   * that stops the query. Every error the library raises on purpose is a `KStreamsException`, which
   * the Python layer finds in the cause chain and raises as a `KStreamsError` with our message first
   * (`kstreams_spark._query_errors`). Typed `NullType` like `raise_error`, so it fits any branch of
-  * a `when`. Evaluated only on the branch taken, so codegen's fallback costs nothing per row. */
-case class RaiseKStreamsError(child: Expression) extends UnaryExpression with CodegenFallback {
+  * a `when`; it generates code as `raise_error` does (an expression without would take the whole
+  * operator that checks the input out of whole-stage codegen). */
+case class RaiseKStreamsError(child: Expression) extends UnaryExpression {
   override def dataType: DataType = NullType
   override def nullable: Boolean = true
   override def foldable: Boolean = false
@@ -27,6 +29,19 @@ case class RaiseKStreamsError(child: Expression) extends UnaryExpression with Co
 
   override def eval(input: InternalRow): Any =
     throw new KStreamsException(String.valueOf(child.eval(input)))
+
+  override protected def doGenCode(ctx: CodegenContext, ev: ExprCode): ExprCode = {
+    val message = child.genCode(ctx)
+    val exception = classOf[KStreamsException].getName
+    ExprCode(
+      code = code"""${message.code}
+        |if (true) {
+        |  throw new $exception(${message.isNull} ? "null" : ${message.value}.toString(), null);
+        |}""".stripMargin,
+      isNull = TrueLiteral,
+      value = JavaCode.defaultLiteral(dataType)
+    )
+  }
 
   override protected def withNewChildInternal(newChild: Expression): RaiseKStreamsError = copy(child = newChild)
 }
