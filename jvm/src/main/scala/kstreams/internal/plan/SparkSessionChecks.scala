@@ -3,6 +3,7 @@ package internal
 package plan
 
 import org.apache.spark.sql.DataFrame
+import org.apache.spark.sql.kstreams.OperatorMetrics
 
 /** Checks on the Spark session an operator runs in. */
 private[kstreams] object SparkSessionChecks {
@@ -32,13 +33,16 @@ private[kstreams] object SparkSessionChecks {
     * requirement. */
   val ChangelogCheckpointingKey = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 
-  /** `transformWithState` only runs on the RocksDB state store; say so before Spark fails late. */
+  /** `transformWithState` only runs on the RocksDB state store; say so before Spark fails late.
+    * (Every operator passes here with its session, which so publishes its queries' counters
+    * through Spark's metrics system: [[OperatorMetrics]].) */
   def requireStateStore(df: DataFrame): Unit = {
     val session = df.sparkSession
     if (session.sparkContext.isStopped)
       throw new KStreamsException(
         "the DataFrame belongs to a SparkSession whose SparkContext is stopped; " +
           "build the DataFrame from the active session")
+    OperatorMetrics.publishFrom(session)
     val provider = session.conf.getOption(ProviderKey).getOrElse("(default: HDFS-backed)")
     if (provider != RocksDBProvider)
       throw new KStreamsException(
