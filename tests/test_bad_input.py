@@ -12,6 +12,7 @@ from kstreams_spark import (
     Processor,
     PunctuationType,
     SessionWindows,
+    Stores,
     TimeWindows,
 )
 from pyspark import cloudpickle
@@ -263,26 +264,81 @@ def test_a_query_stopped_by_anything_else_fails_as_spark_says(spark, tmp_path):
     assert "[USER_RAISED_EXCEPTION] user's own" in str(e.value)
 
 
-def test_a_checkpoint_restarted_under_another_operator_fails_naming_both(spark, tmp_path):
-    """Spark would start a windowed distinct from empty state (letting duplicates through); the
-    library refuses before the first micro-batch, naming the checkpoint's operator and the new one."""
-    run = StreamRun(spark, str(tmp_path), lambda d: KStream(d).deduplicate_by_key("10 s").df)
+def restarted_under(spark, tmp_path, first, then) -> tuple[StreamRun, KStreamsQueryError]:
+    """A StreamRun in ``tmp_path`` of ``first`` over a@1 ("v0"), restarted from its checkpoint as
+    ``then`` over a@2 ("v1"), which must be refused: the run and what it raised."""
+    run = StreamRun(spark, str(tmp_path), first)
     run.add_batch(with_offsets([Rec("a", 1)]))
     run.run()
-    windows = TimeWindows.of_size_with_no_grace(timedelta(seconds=10))
-    run.op = lambda d: KStream(d).group_by_key().windowed_by(windows).distinct().df
+    run.op = then
     run.add_batch([Rec("a", 2, offset=1, value="v1")])
     with pytest.raises(KStreamsQueryError) as e:
         run.run()
-    dedup = "deduplicate_by_key(partition=partition, interval=PT10S, key=key)"
-    assert str(e.value) == (
-        f"the checkpoint file:{tmp_path}/checkpoint holds the state of kstreams operator #1 {dedup}, "
-        "but this query runs windowed_distinct(partition=partition, size=PT10S, grace=PT0S, key=key) "
-        "in its place; state written under other settings would give other results. Start this query "
-        "on a new checkpoint location, or run it with the settings the checkpoint was written with "
-        f"(the checkpoint's operators, in order: {dedup})"
+    return run, e.value
+
+
+def refusal(tmp_path, recorded: str, running: str) -> str:
+    """The message of a restart that runs ``running`` where the checkpoint (of a StreamRun in
+    ``tmp_path``) holds ``recorded``, its only operator."""
+    return (
+        f"the checkpoint file:{tmp_path}/checkpoint holds the state of kstreams operator #1 {recorded}, "
+        f"but this query runs {running} in its place; state written under other settings would give "
+        "other results. Start this query on a new checkpoint location, or run it with the settings the "
+        f"checkpoint was written with (the checkpoint's operators, in order: {recorded})"
+    )
+
+
+def test_a_checkpoint_restarted_under_another_operator_fails_naming_both(spark, tmp_path):
+    """Spark would start a windowed distinct from empty state (letting duplicates through); the
+    library refuses before the first micro-batch, naming the checkpoint's operator and the new one."""
+    windows = TimeWindows.of_size_with_no_grace(timedelta(seconds=10))
+    run, refused = restarted_under(
+        spark,
+        tmp_path,
+        lambda d: KStream(d).deduplicate_by_key("10 s").df,
+        lambda d: KStream(d).group_by_key().windowed_by(windows).distinct().df,
+    )
+    assert str(refused) == refusal(
+        tmp_path,
+        "deduplicate_by_key(partition=partition, interval=PT10S, key=key)",
+        "windowed_distinct(partition=partition, size=PT10S, grace=PT0S, key=key)",
     )
     assert [r["value"] for r in run.output().collect()] == ["v0"]  # nothing of the refused run
+
+
+class _FirstOfKey(Processor):
+    """Forwards each key's first record, remembering keys in the store it is given."""
+
+    def __init__(self, store):
+        self.store = store
+
+    def init(self, context):
+        self.context = context
+        self.seen = context.get_state_store(self.store)
+
+    def process(self, record):
+        if self.seen.put_if_absent(record.key, 1) is None:
+            self.context.forward(record.key, record.value)
+
+
+def test_a_python_processor_restarted_with_a_store_renamed_is_refused(spark, tmp_path):
+    """Spark would give the renamed store a new, empty column family, and the restarted processor
+    would forward every key again; the checkpoint records the processors and their stores."""
+
+    def remembering(store):
+        return lambda d: (
+            KStream(d).process(lambda: _FirstOfKey(store), stores=[Stores.key_value(store)], name="first").df
+        )
+
+    run, refused = restarted_under(spark, tmp_path, remembering("seen"), remembering("seen_keys"))
+    assert str(refused) == refusal(
+        tmp_path,
+        "python_process(processors=[first], stores=[seen])",
+        "python_process(processors=[first], stores=[seen_keys])",
+    )
+    run.op = remembering("seen")  # as recorded: a's second record is not forwarded
+    run.run()
+    assert sorted(r["value"] for r in run.output().collect()) == ["v0"]
 
 
 def test_an_operator_added_to_a_checkpoints_query_is_refused_by_spark(spark, tmp_path):

@@ -67,16 +67,27 @@ def check_stores(stores: Iterable[StoreSpec]) -> list[str]:
     return names
 
 
-def normalized_input(stream, source: str):
+def describe(nodes) -> str:
+    """What a checkpoint records of the processors ``nodes`` (``NodeSpec``s): their names and
+    stores, which decide the state a record meets (their code may change, as in Kafka Streams)."""
+    return (
+        f"python_process(processors=[{', '.join(n.name for n in nodes)}], "
+        f"stores=[{', '.join(s for n in nodes for s in n.stores)}])"
+    )
+
+
+def normalized_input(stream, source: str, descriptor: str = ""):
     """The stream's rows as the runner reads them, grouped by input partition in arrival order
-    (prepared by the JVM, ``kstreams.PythonAPI.processorInput``), with the source's name."""
+    (prepared by the JVM, ``kstreams.PythonAPI.processorInput``), with the source's name. With a
+    ``descriptor`` (:func:`describe`), a streaming query over it is checked against its checkpoint
+    as it starts: a restart whose processors or stores differ from the checkpoint's is refused."""
     from pyspark.sql import functions as F
 
     from kstreams_spark._jvm import door, python_dataframe
 
     names = stream._names
     spark = stream.df.sparkSession
-    prepared = python_dataframe(door(spark).processorInput(stream._j), spark)
+    prepared = python_dataframe(door(spark).processorInput(stream._j, descriptor), spark)
     fields = {f.name: f for f in prepared.schema.fields}
     topic = (
         F.col("topic")
@@ -205,13 +216,13 @@ def process(
             "need a streaming DataFrame; drop wall_clock=True for a batch DataFrame"
         )
     names = stream._names
-    normalized, has_offset = normalized_input(stream, "input")
-    fields = {f.name: f for f in normalized.schema.fields}
     if name is None:
         name = getattr(supplier, "__name__", None) or type(supplier).__name__
+    node = NodeSpec(name, supplier, store_names, children=[], sinks=[None])
+    normalized, has_offset = normalized_input(stream, "input", describe([node]))
+    fields = {f.name: f for f in normalized.schema.fields}
     partition_name = names["partition"] or "partition"
     offset_name = names["offset"] or "offset"
-    node = NodeSpec(name, supplier, store_names, children=[], sinks=[None])
     processed = run(
         [normalized],
         [node],

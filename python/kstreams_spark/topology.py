@@ -43,7 +43,14 @@ from pyspark.sql.types import DataType
 
 from kstreams_spark._connect import is_connect
 from kstreams_spark._jvm import door
-from kstreams_spark._processor_plan import check_stores, check_types, normalized_input, run, supplier_of
+from kstreams_spark._processor_plan import (
+    check_stores,
+    check_types,
+    describe,
+    normalized_input,
+    run,
+    supplier_of,
+)
 from kstreams_spark._processor_runtime import FORWARD_TS, SINK, NodeSpec
 from kstreams_spark.errors import KStreamsError
 from kstreams_spark.processor import StoreSpec
@@ -220,10 +227,12 @@ class Topology:
             for n in processors
         ]
         inputs, has_offset = [], True
-        for s in sources:
+        for i, s in enumerate(sources):
             source = self._nodes[s].source
             df = source if isinstance(source, DataFrame) else self._read_topic(source)
-            normalized, offset = normalized_input(KStream(df, **self._columns), s)
+            # the checkpoint check goes with one input: it describes the whole graph
+            described = describe(specs) if i == 0 else ""
+            normalized, offset = normalized_input(KStream(df, **self._columns), s, described)
             inputs.append(normalized)
             has_offset = has_offset and offset
         source_children = {s: [index[c] for c in self._children(s, "processor")] for s in sources}

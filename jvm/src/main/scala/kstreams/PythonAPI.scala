@@ -73,8 +73,11 @@ private[kstreams] object PythonAPI {
 
   /** The input of a Python processor (`KStream.process` in Python): rows grouped by input
     * partition in arrival order, with the helper columns of `ArrivalOrder.arranged`; checks the
-    * columns and the session like the Scala `process`. */
-  def processorInput(ks: KStream): DataFrame = ProcessorPlan.pythonInput(ks.df, ks.columns)
+    * columns and the session like the Scala `process`. A non-empty `descriptor` (the processors'
+    * names and stores, given with one input of a topology) is checked against the checkpoint of
+    * a streaming query over it, as the Scala runner's. */
+  def processorInput(ks: KStream, descriptor: String): DataFrame =
+    ProcessorPlan.pythonInput(ks.df, ks.columns, Option(descriptor).filter(_.nonEmpty))
 
   /** Frees the dedup maps kept in this JVM (the driver's; in local mode every task's), returning
     * the bytes they held; see `DedupCaches.clear`. */

@@ -35,51 +35,68 @@ private[kstreams] object CheckpointOperators {
   private val FileName = "kstreams/operators.json"
   private val mapper = new ObjectMapper()
 
-  /** Per query, the run being checked and the positions its operators were given. */
-  private final case class Run(runId: UUID, checkpoint: Path, recorded: mutable.ArrayBuffer[String]) {
-    val positions = new IdentityHashMap[AnyRef, Integer]()
+  /** The file's two lists: the JVM operators, checked in the driver-side `init` of their
+    * processors, and the Python processors' plans, checked when Spark plans them
+    * ([[PlannedCheck]]; Spark plans a Python `transformWithState` in a Python worker, where no code
+    * of ours sees the query). Each list keeps its own order, so that a checkpoint written before
+    * the second existed reads as one whose Python processors are not recorded yet. */
+  private val Lists = Seq("operators", "python_processors")
+
+  /** Per query, the run being checked and the positions its operators were given, per list. */
+  private final case class Run(runId: UUID, checkpoint: Path, recorded: Map[String, mutable.ArrayBuffer[String]]) {
+    val positions: Map[String, IdentityHashMap[AnyRef, Integer]] =
+      Lists.map(_ -> new IdentityHashMap[AnyRef, Integer]()).toMap
   }
   private val runs = mutable.HashMap.empty[String, Run]
 
   def verify(processor: AnyRef, descriptor: OperatorDescriptor): Unit =
-    RunningQueries.current().foreach { query => verify(query, processor, descriptor.render) }
+    RunningQueries.current().foreach { query => verify(query, "operators", processor, descriptor.render) }
 
-  private def verify(query: StreamExecution, processor: AnyRef, descriptor: String): Unit = synchronized {
-    val key = query.id.toString
-    val run = runs.get(key).filter(_.runId == query.runId).getOrElse {
-      val checkpoint = new Path(query.resolvedCheckpointRoot, FileName)
-      val fresh = Run(query.runId, checkpoint, read(checkpoint))
-      runs(key) = fresh
-      fresh
-    }
-    if (!run.positions.containsKey(processor)) {
-      val position = run.positions.size
-      run.positions.put(processor, position)
-      if (position < run.recorded.size) {
-        if (run.recorded(position) != descriptor)
-          throw new KStreamsException(
-            s"the checkpoint ${query.resolvedCheckpointRoot} holds the state of kstreams operator " +
-              s"#${position + 1} ${run.recorded(position)}, but this query runs $descriptor in its " +
-              "place; state written under other settings would give other results. Start this query " +
-              "on a new checkpoint location, or run it with the settings the checkpoint was written " +
-              s"with (the checkpoint's operators, in order: ${run.recorded.mkString("; ")})")
-      } else {
-        run.recorded += descriptor
-        write(run.checkpoint, run.recorded.toSeq)
+  /** [[verify]] for a Python processor's plan, told apart by `plan` (one per DataFrame made). */
+  def verifyPythonProcessor(plan: AnyRef, descriptor: String): Unit =
+    RunningQueries.current().foreach { query => verify(query, "python_processors", plan, descriptor) }
+
+  private def verify(query: StreamExecution, list: String, processor: AnyRef, descriptor: String): Unit =
+    synchronized {
+      val key = query.id.toString
+      val run = runs.get(key).filter(_.runId == query.runId).getOrElse {
+        val checkpoint = new Path(query.resolvedCheckpointRoot, FileName)
+        val fresh = Run(query.runId, checkpoint, read(checkpoint))
+        runs(key) = fresh
+        fresh
+      }
+      val positions = run.positions(list)
+      val recorded = run.recorded(list)
+      if (!positions.containsKey(processor)) {
+        val position = positions.size
+        positions.put(processor, position)
+        if (position < recorded.size) {
+          if (recorded(position) != descriptor)
+            throw new KStreamsException(
+              s"the checkpoint ${query.resolvedCheckpointRoot} holds the state of kstreams operator " +
+                s"#${position + 1} ${recorded(position)}, but this query runs $descriptor in its " +
+                "place; state written under other settings would give other results. Start this query " +
+                "on a new checkpoint location, or run it with the settings the checkpoint was written " +
+                s"with (the checkpoint's operators, in order: ${recorded.mkString("; ")})")
+        } else {
+          recorded += descriptor
+          write(run.checkpoint, run.recorded)
+        }
       }
     }
-  }
 
   private def fileSystem(path: Path): FileSystem =
     path.getFileSystem(SparkContext.getOrCreate().hadoopConfiguration)
 
-  private def read(path: Path): mutable.ArrayBuffer[String] = {
+  private def read(path: Path): Map[String, mutable.ArrayBuffer[String]] = {
     val fs = fileSystem(path)
-    val recorded = mutable.ArrayBuffer.empty[String]
+    val recorded = Lists.map(_ -> mutable.ArrayBuffer.empty[String]).toMap
     if (fs.exists(path)) {
       val in = fs.open(path)
-      try mapper.readTree(in).path("operators").forEach(node => recorded += node.asText())
-      finally in.close()
+      try {
+        val root = mapper.readTree(in)
+        Lists.foreach(list => root.path(list).forEach(node => recorded(list) += node.asText()))
+      } finally in.close()
     }
     recorded
   }
@@ -87,12 +104,17 @@ private[kstreams] object CheckpointOperators {
   /** Replaces the file through a rename, so that a process killed while writing leaves the old
     * file or the new one, never half of one. (A local rename replaces the target; where a rename
     * refuses an existing target, as on HDFS, the old file is deleted first.) */
-  private def write(path: Path, operators: Seq[String]): Unit = {
+  private def write(path: Path, recorded: Map[String, mutable.ArrayBuffer[String]]): Unit = {
     val fs = fileSystem(path)
     val root = mapper.createObjectNode()
     root.put("version", 1)
-    val list = root.putArray("operators")
-    operators.foreach(list.add)
+    Lists.foreach { name =>
+      // a checkpoint without Python processors keeps the file earlier releases wrote
+      if (name == "operators" || recorded(name).nonEmpty) {
+        val list = root.putArray(name)
+        recorded(name).foreach(list.add)
+      }
+    }
     val temporary = new Path(path.getParent, s".${path.getName}.${UUID.randomUUID()}.tmp")
     val out = fs.create(temporary, false)
     try out.write(mapper.writerWithDefaultPrettyPrinter().writeValueAsString(root).getBytes(StandardCharsets.UTF_8))

@@ -9,6 +9,7 @@ import scala.util.control.NonFatal
 
 import org.apache.spark.sql.{DataFrame, Encoders, Row}
 import org.apache.spark.sql.functions.{col, lit, timestamp_micros, unix_micros}
+import org.apache.spark.sql.kstreams.PlannedCheck
 import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types._
 
@@ -157,13 +158,22 @@ private[kstreams] object ProcessorPlan {
     normalized.reduce(_ unionByName _)
   }
 
-  /** The arranged input for a Python processor, after the same checks as [[apply]]. */
-  def pythonInput(df: DataFrame, columns: StreamColumns): DataFrame = {
+  /** The arranged input for a Python processor, after the same checks as [[apply]]. With a
+    * `descriptor` (of the processors the input feeds: their names and stores, as [[apply]]
+    * records them), a streaming query over it is checked against its checkpoint when planned. */
+  def pythonInput(df: DataFrame, columns: StreamColumns, descriptor: Option[String]): DataFrame = {
     val resolved = columns.resolve(df)
     Seq(columns.key -> "key", columns.value -> "value").foreach { case (n, what) =>
       if (!df.columns.contains(n)) throw StreamColumns.missing(df, n, what)
     }
-    ArrivalOrder.arranged(df, resolved)
+    val arranged = ArrivalOrder.arranged(df, resolved)
+    descriptor.fold(arranged) { described =>
+      PlannedCheck.around(
+        arranged,
+        new PlannedCheck.Check {
+          override def apply(): Unit = CheckpointOperators.verifyPythonProcessor(this, described)
+        })
+    }
   }
 }
 

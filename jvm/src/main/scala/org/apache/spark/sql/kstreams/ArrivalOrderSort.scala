@@ -60,8 +60,9 @@ case class TriggerInput(child: LogicalPlan) extends UnaryNode {
   override protected def withNewChildInternal(newChild: LogicalPlan): TriggerInput = copy(child = newChild)
 }
 
-/** Plans [[ArrivalOrderSort]] as a hash shuffle (state-store partitioning) and a local sort, and
-  * [[ByTrigger]] as the branch of the query's trigger. */
+/** Plans [[ArrivalOrderSort]] as a hash shuffle (state-store partitioning) and a local sort,
+  * [[ByTrigger]] as the branch of the query's trigger, and [[PlannedCheck]] as its check, then its
+  * child. */
 object ArrivalOrderStrategy extends SparkStrategy {
   override def apply(plan: LogicalPlan): Seq[SparkPlan] = plan match {
     case ByTrigger(microBatch, realTime) =>
@@ -90,6 +91,9 @@ object ArrivalOrderStrategy extends SparkStrategy {
         ProjectExec(renamed, planLater(rt)) :: Nil
       }
     case TriggerInput(child) => planLater(child) :: Nil
+    case PlannedCheck(check, child) =>
+      check()
+      planLater(child) :: Nil
     case ArrivalOrderSort(groupBy, order, roundRobin, child) =>
       val input =
         if (!roundRobin || !GroupPlacement.roundRobin(RunningQueries.current())) planLater(child)
@@ -105,6 +109,14 @@ object ArrivalOrderStrategy extends SparkStrategy {
       val shuffle = ShuffleExchangeExec(partitioning, input, REQUIRED_BY_STATEFUL_OPERATOR)
       (if (order.isEmpty) shuffle else SortExec(order, global = false, shuffle)) :: Nil
     case _ => Nil
+  }
+
+  /** Adds this strategy to `session`'s planner (once). */
+  def register(session: classic.SparkSession): Unit = {
+    val strategies = session.experimental.extraStrategies
+    if (!strategies.contains(ArrivalOrderStrategy)) {
+      session.experimental.extraStrategies = strategies :+ ArrivalOrderStrategy
+    }
   }
 
   /** The partition count of the state store a stateful operator of this plan will use.
@@ -133,10 +145,7 @@ object ArrivalOrderSort {
   def partitionAndSort(df: DataFrame, groupBy: String, orderBy: Seq[String], roundRobin: Boolean): DataFrame = {
     val ds = df.asInstanceOf[classic.Dataset[Row]]
     val session = ds.sparkSession
-    val strategies = session.experimental.extraStrategies
-    if (!strategies.contains(ArrivalOrderStrategy)) {
-      session.experimental.extraStrategies = strategies :+ ArrivalOrderStrategy
-    }
+    ArrivalOrderStrategy.register(session)
     val plan = ds.queryExecution.analyzed
     def attribute(name: String) =
       plan.output.find(_.name == name).getOrElse(throw new IllegalArgumentException(s"no column $name"))
