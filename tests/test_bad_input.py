@@ -333,12 +333,38 @@ def test_a_python_processor_restarted_with_a_store_renamed_is_refused(spark, tmp
     run, refused = restarted_under(spark, tmp_path, remembering("seen"), remembering("seen_keys"))
     assert str(refused) == refusal(
         tmp_path,
-        "python_process(processors=[first], stores=[seen])",
-        "python_process(processors=[first], stores=[seen_keys])",
+        "python_process(partition=partition, processors=[first], stores=[seen])",
+        "python_process(partition=partition, processors=[first], stores=[seen_keys])",
     )
     run.op = remembering("seen")  # as recorded: a's second record is not forwarded
     run.run()
     assert sorted(r["value"] for r in run.output().collect()) == ["v0"]
+
+
+def test_a_python_processor_in_foreach_batch_is_no_operator_of_the_query(spark, tmp_path):
+    """foreachBatch plans each micro-batch's batch DataFrame on the query's thread: a processor run
+    there is not one of the streaming query's operators, and the checkpoint records nothing of it
+    (it recorded it again at each micro-batch)."""
+    run = StreamRun(spark, str(tmp_path), lambda d: d)
+    run.add_batch(with_offsets([Rec("a", 1)]))
+    run.add_batch([Rec("a", 2, offset=1, value="v1")])
+    seen = []
+
+    def each(batch, _):
+        first = KStream(batch).process(lambda: _FirstOfKey("s"), stores=[Stores.key_value("s")], name="first")
+        seen.extend(r["value"] for r in first.df.collect())
+
+    source = spark.readStream.schema(run.schema).option("maxFilesPerTrigger", 1).json(str(tmp_path / "in"))
+    checkpoint = tmp_path / "foreach-checkpoint"
+    query = (
+        source.writeStream.foreachBatch(each)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    assert seen == ["v0", "v1"]  # each batch on its own: a is new in both
+    assert not (checkpoint / "kstreams" / "operators.json").exists()
 
 
 def test_an_operator_added_to_a_checkpoints_query_is_refused_by_spark(spark, tmp_path):

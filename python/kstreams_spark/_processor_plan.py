@@ -6,6 +6,7 @@ with Spark's ``transformWithState``.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -67,27 +68,21 @@ def check_stores(stores: Iterable[StoreSpec]) -> list[str]:
     return names
 
 
-def describe(nodes) -> str:
-    """What a checkpoint records of the processors ``nodes`` (``NodeSpec``s): their names and
-    stores, which decide the state a record meets (their code may change, as in Kafka Streams)."""
-    return (
-        f"python_process(processors=[{', '.join(n.name for n in nodes)}], "
-        f"stores=[{', '.join(s for n in nodes for s in n.stores)}])"
-    )
-
-
-def normalized_input(stream, source: str, descriptor: str = ""):
+def normalized_input(stream, source: str, checked=()):
     """The stream's rows as the runner reads them, grouped by input partition in arrival order
-    (prepared by the JVM, ``kstreams.PythonAPI.processorInput``), with the source's name. With a
-    ``descriptor`` (:func:`describe`), a streaming query over it is checked against its checkpoint
-    as it starts: a restart whose processors or stores differ from the checkpoint's is refused."""
+    (prepared by the JVM, ``kstreams.PythonAPI.processorInput``), with the source's name. With
+    ``checked``, the processors (``NodeSpec``s) the input feeds, a streaming query over it is
+    checked against its checkpoint as it starts: their names and stores, which decide the state a
+    record meets (their code may change, as in Kafka Streams), must be the checkpoint's."""
     from pyspark.sql import functions as F
 
     from kstreams_spark._jvm import door, python_dataframe
 
     names = stream._names
     spark = stream.df.sparkSession
-    prepared = python_dataframe(door(spark).processorInput(stream._j, descriptor), spark)
+    processors = json.dumps([n.name for n in checked])
+    stores = json.dumps([store for n in checked for store in n.stores])
+    prepared = python_dataframe(door(spark).processorInput(stream._j, processors, stores), spark)
     fields = {f.name: f for f in prepared.schema.fields}
     topic = (
         F.col("topic")
@@ -219,7 +214,7 @@ def process(
     if name is None:
         name = getattr(supplier, "__name__", None) or type(supplier).__name__
     node = NodeSpec(name, supplier, store_names, children=[], sinks=[None])
-    normalized, has_offset = normalized_input(stream, "input", describe([node]))
+    normalized, has_offset = normalized_input(stream, "input", [node])
     fields = {f.name: f for f in normalized.schema.fields}
     partition_name = names["partition"] or "partition"
     offset_name = names["offset"] or "offset"

@@ -46,7 +46,6 @@ from kstreams_spark._jvm import door
 from kstreams_spark._processor_plan import (
     check_stores,
     check_types,
-    describe,
     normalized_input,
     run,
     supplier_of,
@@ -231,8 +230,7 @@ class Topology:
             source = self._nodes[s].source
             df = source if isinstance(source, DataFrame) else self._read_topic(source)
             # the checkpoint check goes with one input: it describes the whole graph
-            described = describe(specs) if i == 0 else ""
-            normalized, offset = normalized_input(KStream(df, **self._columns), s, described)
+            normalized, offset = normalized_input(KStream(df, **self._columns), s, specs if i == 0 else ())
             inputs.append(normalized)
             has_offset = has_offset and offset
         source_children = {s: [index[c] for c in self._children(s, "processor")] for s in sources}

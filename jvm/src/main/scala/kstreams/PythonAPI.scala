@@ -73,11 +73,14 @@ private[kstreams] object PythonAPI {
 
   /** The input of a Python processor (`KStream.process` in Python): rows grouped by input
     * partition in arrival order, with the helper columns of `ArrivalOrder.arranged`; checks the
-    * columns and the session like the Scala `process`. A non-empty `descriptor` (the processors'
-    * names and stores, given with one input of a topology) is checked against the checkpoint of
-    * a streaming query over it, as the Scala runner's. */
-  def processorInput(ks: KStream, descriptor: String): DataFrame =
-    ProcessorPlan.pythonInput(ks.df, ks.columns, Option(descriptor).filter(_.nonEmpty))
+    * columns and the session like the Scala `process`. With the `processors` it feeds and their
+    * `stores` (JSON arrays of names; given with one input of a topology, empty arrays with the
+    * others), a streaming query over it is checked against its checkpoint, as the Scala runner's. */
+  def processorInput(ks: KStream, processors: String, stores: String): DataFrame = {
+    val json = new com.fasterxml.jackson.databind.ObjectMapper()
+    def names(array: String) = json.readValue(array, classOf[Array[String]]).toSeq
+    ProcessorPlan.pythonInput(ks.df, ks.columns, names(processors), names(stores))
+  }
 
   /** Frees the dedup maps kept in this JVM (the driver's; in local mode every task's), returning
     * the bytes they held; see `DedupCaches.clear`. */

@@ -34,15 +34,16 @@ private[kstreams] object SparkSessionChecks {
   val ChangelogCheckpointingKey = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 
   /** `transformWithState` only runs on the RocksDB state store; say so before Spark fails late.
-    * (Every operator passes here with its session, which so publishes its queries' counters
-    * through Spark's metrics system: [[OperatorMetrics]].) */
+    * (Every operator passes here with its DataFrame, whose session, if it is streaming, so publishes
+    * its queries' counters through Spark's metrics system: [[OperatorMetrics]].) */
   def requireStateStore(df: DataFrame): Unit = {
     val session = df.sparkSession
     if (session.sparkContext.isStopped)
       throw new KStreamsException(
         "the DataFrame belongs to a SparkSession whose SparkContext is stopped; " +
           "build the DataFrame from the active session")
-    OperatorMetrics.publishFrom(session)
+    // a streaming DataFrame's session starts its queries (a batch's, say in foreachBatch, none)
+    if (df.isStreaming) OperatorMetrics.publishFrom(session)
     val provider = session.conf.getOption(ProviderKey).getOrElse("(default: HDFS-backed)")
     if (provider != RocksDBProvider)
       throw new KStreamsException(

@@ -158,16 +158,22 @@ private[kstreams] object ProcessorPlan {
     normalized.reduce(_ unionByName _)
   }
 
-  /** The arranged input for a Python processor, after the same checks as [[apply]]. With a
-    * `descriptor` (of the processors the input feeds: their names and stores, as [[apply]]
-    * records them), a streaming query over it is checked against its checkpoint when planned. */
-  def pythonInput(df: DataFrame, columns: StreamColumns, descriptor: Option[String]): DataFrame = {
+  /** The arranged input for a Python processor, after the same checks as [[apply]]. With the
+    * `processors` (names) and their `stores` that the input feeds, a streaming query over it is
+    * checked against its checkpoint when planned, as [[apply]]'s operator is in its `init`. */
+  def pythonInput(df: DataFrame, columns: StreamColumns, processors: Seq[String], stores: Seq[String]): DataFrame = {
     val resolved = columns.resolve(df)
     Seq(columns.key -> "key", columns.value -> "value").foreach { case (n, what) =>
       if (!df.columns.contains(n)) throw StreamColumns.missing(df, n, what)
     }
     val arranged = ArrivalOrder.arranged(df, resolved)
-    descriptor.fold(arranged) { described =>
+    if (processors.isEmpty) arranged
+    else {
+      val described = OperatorDescriptor
+        .arrivalOrder("python_process", resolved)
+        .setting("processors", processors.mkString("[", ", ", "]"))
+        .setting("stores", stores.mkString("[", ", ", "]"))
+        .render
       PlannedCheck.around(
         arranged,
         new PlannedCheck.Check {

@@ -92,7 +92,9 @@ object ArrivalOrderStrategy extends SparkStrategy {
       }
     case TriggerInput(child) => planLater(child) :: Nil
     case PlannedCheck(check, child) =>
-      check()
+      // a streaming query's own plan only: a batch planned on its thread (foreachBatch) is not
+      // one of its operators
+      if (child.isStreaming) check()
       planLater(child) :: Nil
     case ArrivalOrderSort(groupBy, order, roundRobin, child) =>
       val input =

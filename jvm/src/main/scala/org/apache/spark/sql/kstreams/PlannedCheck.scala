@@ -4,11 +4,11 @@ import org.apache.spark.sql.{classic, DataFrame, Row}
 import org.apache.spark.sql.catalyst.expressions.Attribute
 import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, UnaryNode}
 
-/** A plan node that calls `check` each time Spark plans it (on the driver; for a streaming query,
-  * on its thread, once per micro-batch), then plans as its child: the one moment code of the
-  * library's can see a query that runs no JVM processor of ours (a Python processor's plan), and
-  * so its checkpoint. Planned by [[ArrivalOrderStrategy]]. (In Spark's package: a planner
-  * strategy for its own node.) */
+/** A plan node that calls `check` each time Spark plans it in a streaming plan (on the driver,
+  * on the query's thread, once or more per micro-batch), then plans as its child: the one moment
+  * code of the library's can see a query that runs no JVM processor of ours (a Python processor's
+  * plan), and so its checkpoint. Planned by [[ArrivalOrderStrategy]]. (In Spark's package: a
+  * planner strategy for its own node.) */
 case class PlannedCheck(check: PlannedCheck.Check, child: LogicalPlan) extends UnaryNode {
   override def output: Seq[Attribute] = child.output
   override protected def withNewChildInternal(newChild: LogicalPlan): PlannedCheck = copy(child = newChild)
