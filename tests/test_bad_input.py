@@ -367,13 +367,33 @@ def test_a_python_processor_in_foreach_batch_is_no_operator_of_the_query(spark, 
     assert not (checkpoint / "kstreams" / "operators.json").exists()
 
 
-def test_an_operator_added_to_a_checkpoints_query_is_refused_by_spark(spark, tmp_path):
+ONE_DEDUP = "[(OperatorId: 0 -> OperatorName: transformWithStateExec)]"
+TWO_DEDUPS = (
+    "[(OperatorId: 0 -> OperatorName: transformWithStateExec), "
+    "(OperatorId: 1 -> OperatorName: transformWithStateExec)]"
+)
+
+
+def _one(d):
+    return KStream(d).deduplicate_by_key("10 s").df
+
+
+def _two(d):
+    return KStream(KStream(d).deduplicate_by_key("10 s").df).deduplicate_by_key("20 s").df
+
+
+@pytest.mark.parametrize(
+    "first, then, recorded, running",
+    [(_one, _two, ONE_DEDUP, TWO_DEDUPS), (_two, _one, TWO_DEDUPS, ONE_DEDUP)],
+    ids=["added", "removed"],
+)
+def test_an_operator_added_or_removed_is_refused_by_spark(spark, tmp_path, first, then, recorded, running):
     """Spark checks the stateful operators of a restarted query against its checkpoint's state
-    metadata, before any operator's own check runs, and refuses one added (or removed)."""
-    run = StreamRun(spark, str(tmp_path), lambda d: KStream(d).deduplicate_by_key("10 s").df)
+    metadata, before any operator's own check runs, and refuses one added or removed."""
+    run = StreamRun(spark, str(tmp_path), first)
     run.add_batch(with_offsets([Rec("a", 1)]))
     run.run()
-    run.op = lambda d: KStream(KStream(d).deduplicate_by_key("10 s").df).deduplicate_by_key("20 s").df
+    run.op = then
     run.add_batch([Rec("a", 2, offset=1, value="v1")])
     with pytest.raises(StreamingQueryException) as e:
         run.run()
@@ -384,10 +404,9 @@ def test_an_operator_added_to_a_checkpoints_query_is_refused_by_spark(spark, tmp
         "not match with the operator in state metadata."
     ) in str(e.value)
     assert (
-        "Stateful operators in the metadata: [(OperatorId: 0 -> OperatorName: transformWithStateExec)]; "
-        "Stateful operators in current batch: [(OperatorId: 0 -> OperatorName: transformWithStateExec), "
-        "(OperatorId: 1 -> OperatorName: transformWithStateExec)]"
-    ) in str(e.value)
+        f"Stateful operators in the metadata: {recorded}; Stateful operators in current batch: {running}"
+        in str(e.value)
+    )
     assert [r["value"] for r in run.output().collect()] == ["v0"]  # nothing of the refused run
 
 
