@@ -264,15 +264,15 @@ def test_a_query_stopped_by_anything_else_fails_as_spark_says(spark, tmp_path):
     assert "[USER_RAISED_EXCEPTION] user's own" in str(e.value)
 
 
-def restarted_under(spark, tmp_path, first, then) -> tuple[StreamRun, KStreamsQueryError]:
+def restarted_under(spark, tmp_path, first, then, refused=KStreamsQueryError) -> tuple[StreamRun, Exception]:
     """A StreamRun in ``tmp_path`` of ``first`` over a@1 ("v0"), restarted from its checkpoint as
-    ``then`` over a@2 ("v1"), which must be refused: the run and what it raised."""
+    ``then`` over a@2 ("v1"), which must be refused with ``refused``: the run and what it raised."""
     run = StreamRun(spark, str(tmp_path), first)
     run.add_batch(with_offsets([Rec("a", 1)]))
     run.run()
     run.op = then
     run.add_batch([Rec("a", 2, offset=1, value="v1")])
-    with pytest.raises(KStreamsQueryError) as e:
+    with pytest.raises(refused) as e:
         run.run()
     return run, e.value
 
@@ -390,22 +390,16 @@ def _two(d):
 def test_an_operator_added_or_removed_is_refused_by_spark(spark, tmp_path, first, then, recorded, running):
     """Spark checks the stateful operators of a restarted query against its checkpoint's state
     metadata, before any operator's own check runs, and refuses one added or removed."""
-    run = StreamRun(spark, str(tmp_path), first)
-    run.add_batch(with_offsets([Rec("a", 1)]))
-    run.run()
-    run.op = then
-    run.add_batch([Rec("a", 2, offset=1, value="v1")])
-    with pytest.raises(StreamingQueryException) as e:
-        run.run()
-    assert not isinstance(e.value, KStreamsError)
-    assert e.value.getCondition() == "STREAM_FAILED"
+    run, refused = restarted_under(spark, tmp_path, first, then, refused=StreamingQueryException)
+    assert not isinstance(refused, KStreamsError)
+    assert refused.getCondition() == "STREAM_FAILED"
     assert (
         "[STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA] Streaming stateful operator name does "
         "not match with the operator in state metadata."
-    ) in str(e.value)
+    ) in str(refused)
     assert (
         f"Stateful operators in the metadata: {recorded}; Stateful operators in current batch: {running}"
-        in str(e.value)
+        in str(refused)
     )
     assert [r["value"] for r in run.output().collect()] == ["v0"]  # nothing of the refused run
 
