@@ -68,6 +68,10 @@ private[kstreams] object PythonAPI {
 
   // ---- the processor API's Python runtime, and tools
 
+  /** [[CheckpointState.operators]] as an array (a list in Python). */
+  def checkpointOperators(spark: org.apache.spark.sql.SparkSession, checkpoint: String): Array[String] =
+    CheckpointState.operators(spark, checkpoint).toArray
+
   /** The graph of a Python `Topology`: the one implementation of its checks and `describe()`. */
   def topologyGraph(): TopologyGraph = new TopologyGraph
 

@@ -42,6 +42,12 @@ private[kstreams] object CheckpointOperators {
     * the second existed reads as one whose Python processors are not recorded yet. */
   private val Lists = Seq("operators", "python_processors")
 
+  /** Beside "operators", position for position: each operator's state key types (a
+    * [[org.apache.spark.sql.types.StructType]] as JSON, "" for an operator without), read by
+    * [[kstreams.CheckpointState]]. Not checked: filled in by the first run that knows them, so a
+    * checkpoint written before this list existed gets it at its next restart. */
+  private val StateKeys = "state_keys"
+
   /** Per query, the run being checked and the positions its operators were given, per list. */
   private final case class Run(runId: UUID, checkpoint: Path, recorded: Map[String, mutable.ArrayBuffer[String]]) {
     val positions: Map[String, IdentityHashMap[AnyRef, Integer]] =
@@ -50,13 +56,31 @@ private[kstreams] object CheckpointOperators {
   private val runs = mutable.HashMap.empty[String, Run]
 
   def verify(processor: AnyRef, descriptor: OperatorDescriptor): Unit =
-    RunningQueries.current().foreach { query => verify(query, "operators", processor, descriptor.render) }
+    RunningQueries.current().foreach { query =>
+      verify(query, "operators", processor, descriptor.render, descriptor.stateKey.map(_.json).getOrElse(""))
+    }
 
   /** [[verify]] for a Python processor's plan, told apart by `plan` (one per DataFrame made). */
   def verifyPythonProcessor(plan: AnyRef, descriptor: String): Unit =
-    RunningQueries.current().foreach { query => verify(query, "python_processors", plan, descriptor) }
+    RunningQueries.current().foreach { query => verify(query, "python_processors", plan, descriptor, "") }
 
-  private def verify(query: StreamExecution, list: String, processor: AnyRef, descriptor: String): Unit =
+  /** What `checkpoint` records, for tools that read it: the JVM operators' descriptors in order, each
+    * with its state key types if known. Empty for a checkpoint without the file. */
+  def recorded(checkpoint: String): Seq[(String, Option[org.apache.spark.sql.types.StructType])] = {
+    val lists = read(new Path(checkpoint, FileName))
+    lists("operators").toSeq.zipWithIndex.map { case (descriptor, i) =>
+      val key = lists(StateKeys).lift(i).filter(_.nonEmpty)
+      descriptor -> key.map(json =>
+        org.apache.spark.sql.types.DataType.fromJson(json).asInstanceOf[org.apache.spark.sql.types.StructType])
+    }
+  }
+
+  private def verify(
+      query: StreamExecution,
+      list: String,
+      processor: AnyRef,
+      descriptor: String,
+      stateKey: String): Unit =
     synchronized {
       val key = query.id.toString
       val run = runs.get(key).filter(_.runId == query.runId).getOrElse {
@@ -70,6 +94,7 @@ private[kstreams] object CheckpointOperators {
       if (!positions.containsKey(processor)) {
         val position = positions.size
         positions.put(processor, position)
+        val stateKeys = run.recorded(StateKeys)
         if (position < recorded.size) {
           if (recorded(position) != descriptor)
             throw new KStreamsException(
@@ -78,8 +103,17 @@ private[kstreams] object CheckpointOperators {
                 "place; state written under other settings would give other results. Start this query " +
                 "on a new checkpoint location, or run it with the settings the checkpoint was written " +
                 s"with (the checkpoint's operators, in order: ${recorded.mkString("; ")})")
+          if (list == "operators" && stateKey.nonEmpty && !stateKeys.lift(position).exists(_.nonEmpty)) {
+            while (stateKeys.size <= position) stateKeys += ""
+            stateKeys(position) = stateKey
+            write(run.checkpoint, run.recorded)
+          }
         } else {
           recorded += descriptor
+          if (list == "operators") {
+            while (stateKeys.size < position) stateKeys += ""
+            stateKeys += stateKey
+          }
           write(run.checkpoint, run.recorded)
         }
       }
@@ -90,12 +124,12 @@ private[kstreams] object CheckpointOperators {
 
   private def read(path: Path): Map[String, mutable.ArrayBuffer[String]] = {
     val fs = fileSystem(path)
-    val recorded = Lists.map(_ -> mutable.ArrayBuffer.empty[String]).toMap
+    val recorded = (Lists :+ StateKeys).map(_ -> mutable.ArrayBuffer.empty[String]).toMap
     if (fs.exists(path)) {
       val in = fs.open(path)
       try {
         val root = mapper.readTree(in)
-        Lists.foreach(list => root.path(list).forEach(node => recorded(list) += node.asText()))
+        (Lists :+ StateKeys).foreach(list => root.path(list).forEach(node => recorded(list) += node.asText()))
       } finally in.close()
     }
     recorded
@@ -108,9 +142,9 @@ private[kstreams] object CheckpointOperators {
     val fs = fileSystem(path)
     val root = mapper.createObjectNode()
     root.put("version", 1)
-    Lists.foreach { name =>
+    (Lists :+ StateKeys).foreach { name =>
       // a checkpoint without Python processors keeps the file earlier releases wrote
-      if (name == "operators" || recorded(name).nonEmpty) {
+      if (name == "operators" || recorded(name).exists(_.nonEmpty)) {
         val list = root.putArray(name)
         recorded(name).foreach(list.add)
       }

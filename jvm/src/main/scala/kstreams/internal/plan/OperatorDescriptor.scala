@@ -8,6 +8,7 @@ import org.apache.spark.TaskContext
 import org.apache.spark.sql.Column
 import org.apache.spark.sql.kstreams.RunningQueries
 import org.apache.spark.sql.streaming._
+import org.apache.spark.sql.types.StructType
 
 /** What a checkpoint's state of one operator depends on: the operator and the settings that decide
   * which state a record reads and writes (interval, windows, key, grouping, id expression). A
@@ -17,9 +18,19 @@ import org.apache.spark.sql.streaming._
   * store too.
   *
   * Rendered as `deduplicate_by_key(interval=PT10S, key=key, partition=partition)`.
+  *
+  * `stateKey`: the types of the columns a dedup operator's state is keyed by (named as in the
+  * settings), kept beside the descriptor in the checkpoint so that [[kstreams.CheckpointState]]
+  * can show stored keys as values; not part of what a restart must repeat (a key's type cannot
+  * change without its expression changing, which the settings already name).
   */
-private[kstreams] final case class OperatorDescriptor(operator: String, settings: Seq[(String, String)]) {
+private[kstreams] final case class OperatorDescriptor(
+    operator: String,
+    settings: Seq[(String, String)],
+    stateKey: Option[StructType] = None) {
   def render: String = settings.map { case (k, v) => s"$k=$v" }.mkString(s"$operator(", ", ", ")")
+
+  def withStateKey(schema: StructType): OperatorDescriptor = copy(stateKey = Some(schema))
 
   def interval(name: String, micros: Long): OperatorDescriptor =
     copy(settings = settings :+ (name -> OperatorDescriptor.duration(micros)))
@@ -42,7 +53,7 @@ private[kstreams] final case class OperatorDescriptor(operator: String, settings
 private[kstreams] object OperatorDescriptor {
 
   /** An operator named by its metric name (`kstreams_count_windowed`), shown without the prefix. */
-  def apply(metricName: String): OperatorDescriptor = OperatorDescriptor(metricName.stripPrefix("kstreams_"), Nil)
+  def apply(metricName: String): OperatorDescriptor = OperatorDescriptor(metricName.stripPrefix("kstreams_"), Nil, None)
 
   /** The descriptor of an operator over `resolved`'s stream: the grouping of arrival-order
     * operators is the partition column. */
