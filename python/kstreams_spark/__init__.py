@@ -28,6 +28,7 @@ from kstreams_spark.processor import (
     Stores,
 )
 from kstreams_spark.session import configure_spark
+from kstreams_spark.state import checkpoint_operators, read_state
 from kstreams_spark.topology import Topology
 
 __all__ = [
@@ -48,8 +49,10 @@ __all__ = [
     "TimeWindows",
     "Topology",
     "WindowedKStream",
+    "checkpoint_operators",
     "configure_spark",
     "jar_path",
     "operator_metrics",
+    "read_state",
 ]
 __version__ = "0.1.0"

@@ -226,6 +226,25 @@ def _parser() -> argparse.ArgumentParser:
     dedup.add_argument(
         "--master", help=f"Spark master (default: local[*], with --real-time local[{REAL_TIME_SLOTS}])"
     )
+    state = sub.add_parser(
+        "state",
+        help="read a query's kstreams state from its checkpoint",
+        description="Reads a stopped (or running) query's checkpoint without running the query.",
+    )
+    state_sub = state.add_subparsers(dest="state_command", required=True, parser_class=_Parser)
+    show = state_sub.add_parser(
+        "show",
+        help="the operators of a checkpoint and a dedup operator's live entries",
+        description="Lists the kstreams operators a checkpoint records and the live entries of one "
+        "per-partition dedup operator (deduplicate_by_key, deduplicate_by_key_value) as of the last "
+        "committed micro-batch: partition, key, timestamp, offset, live until, stream time. With "
+        "--key, what the operator would do now with a record of that key.",
+    )
+    show.add_argument("checkpoint", help="the query's checkpoint location")
+    show.add_argument("--operator", type=int, default=1, help="the operator's number, from 1 (default: 1)")
+    show.add_argument("--key", help="only this key (compared as a string): the entry that decides it")
+    show.add_argument("--limit", type=int, default=100, help="at most this many entries (default: 100)")
+    show.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
     server = sub.add_parser(
         "connect-server",
         help="run a local Spark Connect server with kstreams",
@@ -271,6 +290,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_dedup(args)
         if args.command == "connect-server":
             return run_connect_server(args)
+        if args.command == "state":
+            return run_state_show(args)
         return run_demo(args)
     except KeyboardInterrupt:
         return 130
@@ -292,6 +313,8 @@ def _check_arguments(args: argparse.Namespace) -> str | None:
     them here, without Spark (``expression_problem``)."""
     from kstreams_spark._intervals import interval_problem
 
+    if args.command == "state":
+        return _state_problem(args)
     if args.command == "connect-server":
         if args.shuffle_partitions < 1:
             return "--shuffle-partitions must be at least 1"
@@ -812,6 +835,111 @@ KAFKA_SOURCE_COLUMNS = [
     "timestampType",
     "headers",
 ]
+
+
+def _state_problem(args: argparse.Namespace) -> str | None:
+    """``state show``'s mistakes found without Spark: numbers, and a local checkpoint that is not
+    there or not a kstreams one (a remote one, hdfs:// or s3a://, is read by Spark)."""
+    if args.operator < 1:
+        return f"--operator is an operator number from 1, got {args.operator}"
+    if args.limit < 1:
+        return f"--limit must be at least 1, got {args.limit}"
+    path = args.checkpoint[len("file:") :] if args.checkpoint.startswith("file:") else args.checkpoint
+    if "://" in path:
+        return None
+    if not os.path.isdir(path):
+        return f"no checkpoint at {args.checkpoint} (not a directory)"
+    if not os.path.isfile(os.path.join(path, "kstreams", "operators.json")):
+        return (
+            f"{args.checkpoint} is not the checkpoint of a query with kstreams operators "
+            "(no kstreams/operators.json in it)"
+        )
+    return None
+
+
+def run_state_show(args: argparse.Namespace) -> int:
+    """``kstreams-spark state show``: prints what a checkpoint holds; 0, or 2 for a bad use."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    from kstreams_spark import KStreamsError, checkpoint_operators, configure_spark, read_state
+
+    builder = (
+        configure_spark(SparkSession.builder.master(args.master))
+        .appName("kstreams-spark state show")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    with _jvm_start_up_quiet(not args.verbose) as start_up_done:
+        spark = builder.getOrCreate()
+        _spark_logs(spark, args.verbose)
+        start_up_done()
+    try:
+        checkpoint = args.checkpoint if "://" in args.checkpoint else os.path.abspath(args.checkpoint)
+        operators = checkpoint_operators(spark, checkpoint)
+        print(f"checkpoint {args.checkpoint}: {len(operators)} kstreams operator(s)")
+        for i, descriptor in enumerate(operators, start=1):
+            print(f"  #{i} {descriptor}")
+        try:
+            state = read_state(spark, checkpoint, args.operator)
+        except KStreamsError as e:
+            return _fail(args, _first_line(e), 2)
+        key_columns = [c for c in state.columns if c not in _STATE_COLUMNS]
+        if args.key is not None:
+            if key_columns == ["key_bytes"]:
+                return _fail(
+                    args,
+                    "this checkpoint has not recorded its key's type yet (written by an earlier "
+                    "release): run its query once, then --key can compare keys",
+                    2,
+                )
+            state = state.where(F.col(key_columns[0]).cast("string") == F.lit(args.key))
+        rows = state.limit(args.limit + 1).collect()
+        shown = rows[: args.limit]
+        what = f" with key {args.key!r}" if args.key is not None else ""
+        print(f"operator #{args.operator}: live entries{what}, as of the last committed micro-batch")
+        columns = ["partition", *key_columns, "timestamp", "offset", "live_until", "stream_time"]
+        table = [columns] + [[_cell(row[c]) for c in columns] for row in shown]
+        widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
+        for line in table:
+            print(
+                "  " + "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+            )
+        if len(rows) > args.limit:
+            print(f"  ... more (--limit {args.limit})")
+        if args.key is not None:
+            print(_key_verdict(args.key, shown))
+        return 0
+    finally:
+        spark.stop()
+
+
+_STATE_COLUMNS = {"partition", "timestamp", "offset", "live_until", "stream_time"}
+
+
+def _cell(value: object) -> str:
+    return "null" if value is None else str(value)
+
+
+def _key_verdict(key: str, rows: list) -> str:
+    """What the operator would do now with a record of ``key``, by the entries that decide it."""
+    if not rows:
+        return (
+            f"no live entry for key {key!r}: its next record is forwarded and stored (one older than "
+            "its partition's stream time minus the interval is late: the operator's late_records "
+            "decides)"
+        )
+    lines = []
+    for row in rows:
+        interval_s = (row["live_until"] - row["timestamp"]).total_seconds()
+        lines.append(
+            f"partition {row['partition']}: a record with key {key!r} and a timestamp within "
+            f"{interval_s:g} s of {row['timestamp']} is dropped as a duplicate while the partition's "
+            f"stream time is at most {row['live_until']}; any other is forwarded (a late one as the "
+            "operator's late_records says)"
+        )
+    return "\n".join(lines)
 
 
 def run_dedup(args: argparse.Namespace) -> int:

@@ -1,0 +1,71 @@
+"""Reading a query's kstreams state from its checkpoint, without running the query (issue 39).
+
+The Scala API is ``kstreams.CheckpointState``; these functions call it.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+
+from kstreams_spark._jvm import door, is_connect, kstreams_class, python_dataframe
+from kstreams_spark.errors import KStreamsError
+
+
+def checkpoint_operators(spark: SparkSession, checkpoint: str) -> list[str]:
+    """The kstreams operators ``checkpoint`` records, in plan order (operator 1 first), as the
+    descriptors a restart is checked against (spec section 8); empty if it records none.
+
+    >>> checkpoint_operators(spark, "/no/such/checkpoint")
+    []
+    """
+    _classic(spark, "checkpoint_operators")
+    return list(door(spark).checkpointOperators(spark._jsparkSession, checkpoint))
+
+
+def read_state(spark: SparkSession, checkpoint: str, operator: int = 1) -> DataFrame:
+    """The live entries of a ``deduplicate_by_key`` or ``deduplicate_by_key_value`` operator
+    (number ``operator``, from 1, as :func:`checkpoint_operators` lists them) as of the
+    checkpoint's last committed micro-batch: one row per (input partition, dedup key) with
+    ``partition``, the key columns (``key``, and ``id`` for ``deduplicate_by_key_value``),
+    ``timestamp`` and ``offset`` of the entry, ``live_until`` (``timestamp`` + interval: the
+    stream time past which the entry is dead) and the partition's ``stream_time`` (spec section
+    2). A record with that key in that partition and a timestamp within the interval of
+    ``timestamp`` is dropped as a duplicate while the entry lives; any other record is forwarded.
+    A checkpoint last run by a release before this function existed shows ``key_bytes`` (the
+    encoded key) instead of the key columns until its query runs once more.
+
+    Raises :class:`KStreamsError` for a path that is not a kstreams checkpoint, an operator number
+    it does not record, another kind of operator, or one with no committed state yet. A classic
+    session only (Spark Connect: run ``kstreams-spark state show`` where the checkpoint is).
+
+    >>> import tempfile
+    >>> root = tempfile.mkdtemp()
+    >>> df.write.parquet(f"{root}/in")
+    >>> query = (
+    ...     KStream(spark.readStream.schema(df.schema).parquet(f"{root}/in"))
+    ...     .deduplicate_by_key("10 seconds")
+    ...     .df.writeStream.format("noop")
+    ...     .option("checkpointLocation", f"{root}/checkpoint")
+    ...     .trigger(availableNow=True)
+    ...     .start()
+    ... )
+    >>> query.awaitTermination()
+    >>> checkpoint_operators(spark, f"{root}/checkpoint")
+    ['deduplicate_by_key(partition=partition, interval=PT10S, key=key)']
+    >>> for row in read_state(spark, f"{root}/checkpoint").collect():  # a@20 alone is live at 20
+    ...     print(row.partition, row.key, row.timestamp, row.offset, row.live_until, row.stream_time)
+    0 a 2026-01-01 00:00:20 3 2026-01-01 00:00:30 2026-01-01 00:00:20
+    """
+    _classic(spark, "read_state")
+    if isinstance(operator, bool) or not isinstance(operator, int):
+        raise KStreamsError(f"operator must be an operator number (1, 2, ...), got {operator!r}")
+    jdf = kstreams_class(spark, "CheckpointState").read(spark._jsparkSession, checkpoint, operator)
+    return python_dataframe(jdf, spark)
+
+
+def _classic(spark: SparkSession, name: str) -> None:
+    if is_connect(spark):
+        raise KStreamsError(
+            f"{name} reads the checkpoint's files and needs a classic Spark session; over Spark "
+            "Connect run `kstreams-spark state show CHECKPOINT` where the checkpoint is"
+        )
