@@ -11,7 +11,7 @@
   * |---|---|---|
   * | records, arrival order, stream time (1) | [[KStream]], [[StreamColumns]], [[NullTimestamps]] | `internal/plan/InputColumns`, `ArrivalOrder`, `Keyed`, `ResolvedColumns`, `SparkSessionChecks` |
   * | what operators count and drop (README "Metrics") | | `internal/plan/Stateful`, `HelperColumns` (`DropReasons`) |
-  * | dedup by key, key + value, global (2, KIP-655) | [[KStream]]`.deduplicate*` | `internal/dedup/Deduplicate`, `PerPartitionDedup`, `GlobalDedup`, `DedupCaches`, `TimeBucketChunks` |
+  * | dedup by key, key + value, global (2, KIP-655) | [[KStream]]`.deduplicate*` | `internal/dedup/Deduplicate`, `PerPartitionDedup` (`EntryMap`), `GlobalDedup` (`IdMap`, `GlobalLog`), `SpillableStore`, `DedupCaches`, `TimeBucketChunks` |
   * | windowed distinct (3) | [[TimeWindowedKStream]], [[SessionWindowedKStream]]`.distinct` | `internal/window/WindowedDistinct` |
   * | late records: forward, drop or side output (2, 3; README "Late records") | [[LateRecords]], [[KStream]]`.sideOutput`, `.withSideOutput`, [[KTable]]`.sideOutput`, `.withSideOutput` | `internal/dedup/CompactEmitter`, `internal/window/WindowedDistinct`, `internal/aggregate/Aggregate` (`LateRows`) |
   * | exactly once to Kafka (8; README "Exactly once to Kafka") | [[KStream]]`.to(topic, exactlyOnce)` | `internal/sink/ExactlyOnceKafkaSink` |

@@ -5,7 +5,6 @@ package dedup
 import java.nio.ByteBuffer
 
 import scala.collection.mutable
-import scala.jdk.CollectionConverters._
 
 import org.apache.spark.sql.Encoders
 import org.apache.spark.sql.streaming._
@@ -115,6 +114,7 @@ private[kstreams] final class GlobalDedupProcessor(
     extends StatefulProcessor[Int, SpreadRecord, CompactOutput] {
 
   import GlobalDedupProcessor._
+  import GlobalLog._
 
   private val bucketMicros = math.max(intervalMicros, 1000000L)
 
@@ -477,106 +477,4 @@ private[kstreams] object GlobalDedupProcessor {
       s"was spread over ${SpreadRecord.Groups} id groups, and cannot be read by this version: run " +
       "the query from a new checkpoint (to lose no duplicates, start it from the old query's last " +
       "committed offsets minus the dedup interval)"
-
-  /** Heap bytes per id besides the key's bytes: the map's node and table slot (about 40), the key's
-    * `ByteBuffer` (56), the [[Slot]] (56) and the key array's header (16). */
-  private val SlotBytes = 170
-
-  /** One id as the store sees it: its entry now (`present`, timestamp, position), its entry as
-    * last written to the log (`storedPresent`, `storedMicros`), and whether this micro-batch
-    * changed it. */
-  final class Slot(val key: Array[Byte]) {
-    var present = false
-    var timestampMicros = 0L
-    var partition = 0
-    var offset = 0L
-    var changed = false
-    var storedPresent = false
-    var storedMicros = 0L
-    var seq = 0L // only while the map is rebuilt from the log
-    var held = false // in an IdMap (a key the map does not hold gets a detached slot first)
-
-    def load(ts: Long, p: Int, o: Long): Unit = {
-      present = true; timestampMicros = ts; partition = p; offset = o
-      storedPresent = true; storedMicros = ts
-    }
-
-    /** The change is in the store now. */
-    def committed(): Unit = { changed = false; storedPresent = present; storedMicros = timestampMicros }
-  }
-
-  /** Id bytes -> [[Slot]], with its estimated heap bytes. */
-  final class IdMap extends DedupCaches.KeptMap {
-    private val slots = new java.util.HashMap[ByteBuffer, Slot]()
-    private var bytes = 0L
-
-    def estimatedBytes: Long = bytes
-    def size: Int = slots.size
-    def get(key: Array[Byte]): Slot = slots.get(ByteBuffer.wrap(key))
-    def iterator: Iterator[Slot] = slots.values().iterator().asScala
-
-    def add(slot: Slot): Unit =
-      if (slots.put(ByteBuffer.wrap(slot.key), slot) == null) {
-        bytes += slot.key.length + SlotBytes; slot.held = true
-      }
-
-    def remove(key: Array[Byte]): Unit = {
-      val slot = slots.remove(ByteBuffer.wrap(key))
-      if (slot != null) { bytes -= key.length + SlotBytes; slot.held = false }
-    }
-  }
-
-  /** One record of the log: an entry write (numbered `seq`) or a tombstone voiding the id's writes
-    * numbered below `seq`. */
-  final case class LogRecord(
-      isTombstone: Boolean,
-      key: Array[Byte],
-      seq: Long,
-      timestampMicros: Long,
-      partition: Int,
-      offset: Long)
-
-  object LogRecord {
-    def write(s: Slot, seq: Long): LogRecord =
-      LogRecord(isTombstone = false, s.key, seq, s.timestampMicros, s.partition, s.offset)
-    def tombstone(key: Array[Byte], voidBelow: Long): LogRecord =
-      LogRecord(isTombstone = true, key, voidBelow, 0L, 0, 0L)
-  }
-
-  /** Log records as `[tombstone 0/1][key length][key][seq][timestamp][partition][offset]`, in
-    * chunks of at most [[TimeBucketChunks.MaxChunkBytes]]. */
-  def encodeLog(records: Iterator[LogRecord]): Seq[Array[Byte]] = {
-    val all = records.toIndexedSeq
-    TimeBucketChunks.encodeChunks(all.size)(i => 1 + 4 + all(i).key.length + 28) { (out, i) =>
-      val r = all(i)
-      out.put((if (r.isTombstone) 1 else 0).toByte).putInt(r.key.length).put(r.key)
-      out.putLong(r.seq).putLong(r.timestampMicros).putInt(r.partition).putLong(r.offset)
-    }
-  }
-
-  def decodeLog(bytes: Array[Byte])(f: LogRecord => Unit): Unit = {
-    val in = ByteBuffer.wrap(bytes)
-    while (in.hasRemaining) {
-      val tombstone = in.get() == 1
-      val key = new Array[Byte](in.getInt())
-      in.get(key)
-      f(LogRecord(tombstone, key, in.getLong(), in.getLong(), in.getInt(), in.getLong()))
-    }
-  }
-
-  /** Ids as `[length][bytes]`, one after the other, in chunks of at most
-    * [[TimeBucketChunks.MaxChunkBytes]]. */
-  def encodeKeys(keys: Seq[Array[Byte]]): Seq[Array[Byte]] = {
-    val all = keys.toIndexedSeq
-    TimeBucketChunks.encodeChunks(all.size)(i => 4 + all(i).length)((out, i) => out.putInt(all(i).length).put(all(i)))
-  }
-
-  def decodeKeys(bytes: Array[Byte])(f: Array[Byte] => Unit): Unit = {
-    val in = ByteBuffer.wrap(bytes)
-    while (in.hasRemaining) {
-      val key = new Array[Byte](in.getInt())
-      in.get(key)
-      f(key)
-    }
-  }
 }
