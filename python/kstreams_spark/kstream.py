@@ -7,8 +7,8 @@ Every method calls the same method of the Scala ``kstreams.KStream`` (through th
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import timedelta
-from typing import TYPE_CHECKING, Literal
+from datetime import timedelta  # noqa: F401 (the examples' namespace)
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, DataFrameWriter, Row
 from pyspark.sql import functions as F
@@ -17,6 +17,17 @@ from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import BooleanType, DataType
 
 from kstreams_spark._columns import quote
+from kstreams_spark._dsl import (
+    JOIN_KINDS,
+    ColumnOrName,
+    Interval,
+    KeyValueFunction,
+    LateRecords,
+    ValueFunction,
+    applied,
+    interval_text,
+    joined_column,
+)
 from kstreams_spark._jvm import (
     JavaObject,
     door,
@@ -26,21 +37,20 @@ from kstreams_spark._jvm import (
     python_dataframe,
 )
 from kstreams_spark.errors import KStreamsError
+from kstreams_spark.grouped import KGroupedStream
+from kstreams_spark.windows import JoinWindows
 
 if TYPE_CHECKING:
     from kstreams_spark.ktable import KTable
     from kstreams_spark.processor import Processor, StoreSpec
 
-Interval = timedelta | str
 # The exactly-once Kafka sink's format (Scala's kstreams.internal.sink.ExactlyOnceKafkaProvider)
 EXACTLY_ONCE_KAFKA = "kstreams-kafka-eos"
 # where that sink keeps its batch markers when rows name their topics (default: the topic option)
 MARKER_TOPIC_OPTION = "kstreams.markerTopic"
-# What an operator does with a late record (Scala's kstreams.LateRecords, README "Late records")
-LateRecords = Literal["forward", "drop", "side_output"]
-ColumnOrName = Column | str
-ValueFunction = Callable[[Column], Column]
-KeyValueFunction = Callable[[Column, Column], Column]
+# KStream's constructor arguments that name its columns, and its null-timestamp policy, in the order
+# of the JVM's PythonAPI.columnNames
+_NAME_FIELDS = ("key", "value", "timestamp", "partition", "offset", "on_null_timestamp")
 
 
 class KStream:
@@ -80,18 +90,22 @@ class KStream:
         if not isinstance(on_null_timestamp, str):
             raise KStreamsError(f"on_null_timestamp must be 'fail' or 'skip', got {on_null_timestamp!r}")
         self._df = df
-        self._names = dict(
-            key=key,
-            value=value,
-            timestamp=timestamp,
-            partition=partition,
-            offset=offset,
-            on_null_timestamp=on_null_timestamp,
+        self._column_names = dict(
+            zip(_NAME_FIELDS, (key, value, timestamp, partition, offset, on_null_timestamp), strict=True)
         )
         self._spark = df.sparkSession
         self._j = door(self._spark).kstream(
             java_dataframe(df), key, value, timestamp, partition, offset, on_null_timestamp
         )
+
+    @property
+    def _names(self) -> dict[str, str | None]:
+        """The stream's column names and null-timestamp policy, as the JVM ``KStream`` holds them:
+        read once, when first needed (a user function's inputs, a processor, ``repr``), so that an
+        operator costs one call to the JVM, not two (over Spark Connect each is a round trip)."""
+        if self._column_names is None:
+            self._column_names = dict(zip(_NAME_FIELDS, door(self._spark).columnNames(self._j), strict=True))
+        return self._column_names
 
     @property
     def df(self) -> DataFrame:
@@ -126,7 +140,7 @@ class KStream:
         >>> [r.value for r in late.df.collect()], [(r.value, r.kstreams_reason) for r in late.side_output.collect()]
         (['apple', 'banana', 'apricot'], [('blueberry', 'late')])
         """
-        return self._next(self._j.deduplicateByKey(_interval(interval), self._late(late_records)))
+        return self._next(self._j.deduplicateByKey(interval_text(interval), self._late(late_records)))
 
     def deduplicate_by_key_value(
         self, id: ColumnOrName, interval: Interval, late_records: LateRecords = "forward"
@@ -139,7 +153,7 @@ class KStream:
         """
         return self._next(
             self._j.deduplicateByKeyValue(
-                java_column(id, "id"), _interval(interval), self._late(late_records)
+                java_column(id, "id"), interval_text(interval), self._late(late_records)
             )
         )
 
@@ -154,7 +168,7 @@ class KStream:
         ['apple', 'apricot', 'banana', 'blueberry']
         """
         return self._next(
-            self._j.deduplicate(java_column(id, "id"), _interval(interval), self._late(late_records))
+            self._j.deduplicate(java_column(id, "id"), interval_text(interval), self._late(late_records))
         )
 
     @property
@@ -431,7 +445,7 @@ class KStream:
 
     def _column(self, function, what: str, arity: int):
         """``function`` (a Column, or a callable given the key/value Columns) as a Java Column."""
-        return _applied(function, what, *self._inputs(arity))
+        return applied(function, what, *self._inputs(arity))
 
     def _inputs(self, arity: int) -> tuple:
         """The Columns a user function receives: (key, value), or (value,)."""
@@ -444,17 +458,9 @@ class KStream:
     @staticmethod
     def _from_java(jks: JavaObject, spark) -> KStream:
         """The Python face of the JVM ``KStream`` ``jks`` (one handle per object)."""
-        key, value, timestamp, partition, offset, on_null = door(spark).columnNames(jks)
         stream = KStream.__new__(KStream)
         stream._df = python_dataframe(jks.df(), spark)
-        stream._names = dict(
-            key=key,
-            value=value,
-            timestamp=timestamp,
-            partition=partition,
-            offset=offset,
-            on_null_timestamp=on_null,
-        )
+        stream._column_names = None  # read by _names when needed
         stream._spark = spark
         stream._j = jks
         return stream
@@ -493,371 +499,6 @@ class KStream:
 
     def __repr__(self) -> str:
         return f"KStream({', '.join(f'{k}={v!r}' for k, v in self._names.items())})"
-
-
-def _interval(interval: Interval) -> str:
-    """The interval as text for the JVM parser (one parser for Python and Scala)."""
-    if isinstance(interval, timedelta):
-        return f"{interval // timedelta(microseconds=1)} microseconds"
-    if isinstance(interval, str):
-        return interval
-    raise KStreamsError(
-        f"interval must be a datetime.timedelta or a string like '10 seconds', "
-        f"got {type(interval).__name__} {interval!r}"
-    )
-
-
-def _check_intervals(*intervals: Interval | None) -> None:
-    """Checks the types of a window's intervals when it is built (None: no grace); the values are
-    checked by the Scala factories when the windows are used."""
-    for interval in intervals:
-        if interval is not None:
-            _interval(interval)
-
-
-# The Scala join methods, by the kind of join they are (for error messages).
-JOIN_KINDS = {"join": "inner", "leftJoin": "left", "outerJoin": "outer"}
-
-
-def _applied(function, what: str, *inputs: Column):
-    """A user function as a Java Column: a Column as it is, or a callable applied once to the
-    ``inputs`` Columns (building an expression, never running per record)."""
-    if isinstance(function, Column):
-        return java_column(function, what)
-    if not callable(function):
-        raise KStreamsError(f"{what} must be a Column or a callable, got {type(function).__name__}")
-    try:
-        result = function(*inputs)
-    except KStreamsError:
-        raise
-    except Exception as e:
-        # the usual cause: code for one record's values (v.upper(), v + "x" on ints, len(v))
-        raise KStreamsError(
-            f"{what} raised {type(e).__name__}: {e}; it is called once, with Columns, to build a Spark "
-            "expression (not once per record with its values): write it with pyspark.sql.functions, "
-            "e.g. lambda v: F.upper(v)"
-        ) from e
-    if not isinstance(result, Column):
-        # a str would be read as a column name, and Spark would then suggest kstreams' own columns
-        raise KStreamsError(
-            f"{what} must return a Column, got {type(result).__name__} {result!r}; for a constant, "
-            "return F.lit(...)"
-        )
-    return java_column(result, f"{what} result")
-
-
-def joined_column(spark, joiner: Column | KeyValueFunction):
-    """The joiner applied to the left and right value Columns, as a Java Column."""
-    api = door(spark)
-    return _applied(joiner, "joiner", F.col(api.leftValueName()), F.col(api.rightValueName()))
-
-
-class TimeWindows:
-    """Epoch-aligned tumbling windows ``[start, start + size)``; a record whose window closed
-    (``end <= stream time - grace``) is late. Builds Scala's ``kstreams.TimeWindows``, which checks
-    the values when the windows are used.
-
-    >>> TimeWindows.of_size_and_grace(timedelta(seconds=10), "2 seconds")
-    TimeWindows(size=datetime.timedelta(seconds=10), grace='2 seconds')
-    """
-
-    def __init__(self, size: Interval, grace: Interval | None) -> None:
-        _check_intervals(size, grace)
-        self.size, self.grace = size, grace
-
-    @staticmethod
-    def of_size_with_no_grace(size: Interval) -> TimeWindows:
-        """Windows of ``size`` that close at their end: a record is late once stream time reaches
-        its window's end (``grace`` 0, as Kafka Streams' ``ofSizeWithNoGrace``).
-
-        >>> TimeWindows.of_size_with_no_grace("10 seconds")
-        TimeWindows(size='10 seconds', grace=None)
-        """
-        return TimeWindows(size, None)
-
-    @staticmethod
-    def of_size_and_grace(size: Interval, grace: Interval) -> TimeWindows:
-        """Windows of ``size`` that accept records until stream time passes their end + ``grace``.
-
-        >>> TimeWindows.of_size_and_grace("1 minute", timedelta(seconds=5))
-        TimeWindows(size='1 minute', grace=datetime.timedelta(seconds=5))
-        """
-        return TimeWindows(size, grace)
-
-    def _to_java(self, spark) -> JavaObject:
-        factory = kstreams_class(spark, "TimeWindows")
-        if self.grace is None:
-            return factory.ofSizeWithNoGrace(_interval(self.size))
-        return factory.ofSizeAndGrace(_interval(self.size), _interval(self.grace))
-
-    def __repr__(self) -> str:
-        return f"TimeWindows(size={self.size!r}, grace={self.grace!r})"
-
-
-class SessionWindows:
-    """Session windows: records of a key within ``gap`` (inclusive) of each other form one session.
-    Builds Scala's ``kstreams.SessionWindows``.
-
-    >>> SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=5))
-    SessionWindows(gap=datetime.timedelta(seconds=300), grace=None)
-    """
-
-    def __init__(self, gap: Interval, grace: Interval | None) -> None:
-        _check_intervals(gap, grace)
-        self.gap, self.grace = gap, grace
-
-    @staticmethod
-    def of_inactivity_gap_with_no_grace(gap: Interval) -> SessionWindows:
-        """Sessions that close ``gap`` after their last record, with no grace for late records.
-
-        >>> SessionWindows.of_inactivity_gap_with_no_grace("5 minutes")
-        SessionWindows(gap='5 minutes', grace=None)
-        """
-        return SessionWindows(gap, None)
-
-    @staticmethod
-    def of_inactivity_gap_and_grace(gap: Interval, grace: Interval) -> SessionWindows:
-        """Sessions that close ``gap`` after their last record and accept records ``grace`` longer.
-
-        >>> SessionWindows.of_inactivity_gap_and_grace("5 minutes", "1 minute")
-        SessionWindows(gap='5 minutes', grace='1 minute')
-        """
-        return SessionWindows(gap, grace)
-
-    def _to_java(self, spark) -> JavaObject:
-        factory = kstreams_class(spark, "SessionWindows")
-        if self.grace is None:
-            return factory.ofInactivityGapWithNoGrace(_interval(self.gap))
-        return factory.ofInactivityGapAndGrace(_interval(self.gap), _interval(self.grace))
-
-    def __repr__(self) -> str:
-        return f"SessionWindows(gap={self.gap!r}, grace={self.grace!r})"
-
-
-class KGroupedStream:
-    """A :class:`KStream` grouped by key (``KStream.group_by_key()``)."""
-
-    def __init__(self, stream: KStream) -> None:
-        self._stream = stream
-        self._j = stream._j.groupByKey()
-
-    def windowed_by(self, windows: TimeWindows | SessionWindows) -> WindowedKStream:
-        """Window the grouped stream by tumbling or session windows."""
-        if not isinstance(windows, (TimeWindows, SessionWindows)):
-            raise KStreamsError(
-                f"windowed_by takes TimeWindows or SessionWindows, got {type(windows).__name__}"
-            )
-        return WindowedKStream(self, windows)
-
-    def count(self) -> KTable:
-        """The number of records per key, as a table (null keys and values are skipped and
-        counted); the timestamp is the largest folded in.
-
-        >>> ks.group_by_key().count().df.orderBy("timestamp").show()
-        +---+-----+-------------------+
-        |key|value|          timestamp|
-        +---+-----+-------------------+
-        |  a|    1|2026-01-01 00:00:00|
-        |  b|    1|2026-01-01 00:00:01|
-        |  b|    2|2026-01-01 00:00:03|
-        |  a|    2|2026-01-01 00:00:05|
-        |  a|    3|2026-01-01 00:00:20|
-        +---+-----+-------------------+
-        <BLANKLINE>
-        """
-        return _table(self._j.count(), self._stream)
-
-    def reduce(self, adder: Column | KeyValueFunction) -> KTable:
-        """Combine each key's values with ``adder(aggregate, value)``; the first value starts.
-
-        >>> joined = ks.group_by_key().reduce(lambda agg, v: F.concat(agg, F.lit("+"), v)).df
-        >>> [r.value for r in joined.where("key = 'a'").orderBy("timestamp").collect()]
-        ['apple', 'apple+avocado', 'apple+avocado+apricot']
-        """
-        return _table(self._j.reduce(_fold(self._stream, adder, "adder")), self._stream)
-
-    def aggregate(self, initializer: Column, adder: Column | KeyValueFunction) -> KTable:
-        """Fold each key's values into ``adder(aggregate, value)`` starting at the constant
-        ``initializer``, whose type the aggregate keeps.
-
-        >>> letters = ks.group_by_key().aggregate(F.lit(0), lambda agg, v: agg + F.length(v)).df
-        >>> [r.value for r in letters.where("key = 'b'").orderBy("timestamp").collect()]
-        [6, 15]
-        """
-        jinit = java_column(initializer, "initializer")
-        return _table(self._j.aggregate(jinit, _fold(self._stream, adder, "adder")), self._stream)
-
-
-class WindowedKStream:
-    """A stream grouped by key and window (Scala's ``TimeWindowedKStream`` or
-    ``SessionWindowedKStream``)."""
-
-    def __init__(self, grouped: KGroupedStream, windows: TimeWindows | SessionWindows) -> None:
-        self._stream, self._windows = grouped._stream, windows
-        self._j = grouped._j.windowedBy(windows._to_java(grouped._stream._spark))
-
-    def distinct(self, late_records: LateRecords = "drop") -> KStream:
-        """The first record of each (key, window), with a ``window`` column (``start``, ``end``).
-
-        Tumbling: one record per key and window. Session: the record that opens a session, with
-        ``window = (t, t)``. Null keys pass with a null window; records of closed windows are
-        dropped as late and counted (``late_dropped``), or with ``late_records="side_output"``
-        routed to :attr:`KStream.side_output` (``window`` null, ``kstreams_reason``
-        ``"window closed"``). A closed window's result is final: ``"forward"`` is refused.
-
-        >>> windows = SessionWindows.of_inactivity_gap_with_no_grace("10 seconds")
-        >>> firsts = ks.group_by_key().windowed_by(windows).distinct().df
-        >>> [(r.value, r.window.start.second) for r in firsts.collect()]
-        [('apple', 0), ('banana', 1), ('apricot', 20)]
-        """
-        return self._stream._next(self._j.distinct(self._stream._late(late_records)))
-
-    def count(self, late_records: LateRecords = "drop") -> KTable:
-        """Records per (key, window), with a ``window`` column.
-
-        Tumbling windows: the timestamp is the largest in the window. Session windows: ``window``
-        is (first, last record's time); when a record merges sessions, each merged-away session
-        gets a tombstone (null value).
-
-        A window closes when the stream time of the record's own input partition (the largest
-        timestamp of that partition so far, this record included; spec section 5) reaches
-        ``end + grace`` (a session: when its end is more than ``gap + grace`` behind it), in a
-        batch DataFrame as in a stream; a partition behind another loses nothing. How long a
-        quiet partition is waited for: ``spark.kstreams.partitionIdleTimeout`` (README, "Stream
-        time per partition"). A record of a closed window is dropped and counted
-        (``late_dropped``, the default), or with ``late_records="side_output"`` routed unchanged to
-        :attr:`KTable.side_output` (``kstreams_reason`` ``"window closed"``, counted as
-        ``late_side_output``). A closed window's result was emitted already: ``"forward"`` is
-        refused.
-
-        Blueberry (b@3) comes after apricot (a@20) moved partition 0 to 20 s, so its window
-        [0, 10 s) is closed:
-
-        >>> windows = TimeWindows.of_size_with_no_grace("10 seconds")
-        >>> counts = ks.group_by_key().windowed_by(windows).count().df
-        >>> sorted((r.key, r.window.start.second, r.value) for r in counts.collect())
-        [('a', 0, 1), ('a', 0, 2), ('a', 20, 1), ('b', 0, 1)]
-
-        Streaming, blueberry in a second micro-batch, routed to the side output:
-
-        >>> source = tmp + "/late-counts"
-        >>> df.where("offset < 4").coalesce(1).write.parquet(source)
-        >>> df.where("offset = 4").coalesce(1).write.mode("append").parquet(source)
-        >>> stream = spark.readStream.schema(df.schema).option("maxFilesPerTrigger", 1).parquet(source)
-        >>> counts = KStream(stream).group_by_key().windowed_by(windows).count(late_records="side_output")
-        >>> query = (counts.with_side_output.writeStream.format("memory").queryName("late_counts")
-        ...     .option("checkpointLocation", source + "-checkpoint").trigger(availableNow=True).start())
-        >>> query.awaitTermination()
-        >>> out = spark.table("late_counts")
-        >>> sorted((r.key, r.window.start.second, r.value) for r in out.where("kstreams_reason is null").collect())
-        [('a', 0, 1), ('a', 0, 2), ('a', 20, 1), ('b', 0, 1)]
-        >>> [(r.kstreams_reason, r.kstreams_late_record.value) for r in out.where("kstreams_reason is not null").collect()]
-        [('window closed', 'blueberry')]
-        """
-        return _table(self._j.count(self._stream._late(late_records)), self._stream)
-
-    def reduce(self, adder: Column | KeyValueFunction, late_records: LateRecords = "drop") -> KTable:
-        """:meth:`KGroupedStream.reduce` per window (merging sessions also uses ``adder``);
-        ``late_records`` as in :meth:`count`.
-
-        >>> windows = TimeWindows.of_size_with_no_grace("10 seconds")
-        >>> joined = ks.group_by_key().windowed_by(windows).reduce(
-        ...     lambda agg, v: F.concat(agg, F.lit("+"), v), late_records="side_output")
-        >>> [r.value for r in joined.df.where("key = 'a'").orderBy("timestamp").collect()]
-        ['apple', 'apple+avocado', 'apricot']
-        >>> [r.value for r in joined.side_output.collect()]  # b@3 after partition 0 reached 20 s
-        ['blueberry']
-        """
-        jlate = self._stream._late(late_records)
-        return _table(self._j.reduce(_fold(self._stream, adder, "adder"), jlate), self._stream)
-
-    def aggregate(
-        self,
-        initializer: Column,
-        adder: Column | KeyValueFunction,
-        merger: Column | KeyValueFunction | None = None,
-        late_records: LateRecords = "drop",
-    ) -> KTable:
-        """:meth:`KGroupedStream.aggregate` per window. Session windows need
-        ``merger(aggregate1, aggregate2)`` to combine two sessions' aggregates. ``late_records``
-        as in :meth:`count`.
-
-        >>> sessions = ks.group_by_key().windowed_by(SessionWindows.of_inactivity_gap_with_no_grace("5 minutes"))
-        >>> sizes = sessions.aggregate(F.lit(0), lambda agg, v: agg + 1, lambda a, b: a + b, late_records="drop").df
-        >>> [r.value for r in sizes.where("key = 'a'").orderBy("timestamp").collect()]
-        [1, None, 2, None, 3]
-        """
-        jinit = java_column(initializer, "initializer")
-        jadder = _fold(self._stream, adder, "adder")
-        jlate = self._stream._late(late_records)
-        if isinstance(self._windows, TimeWindows):
-            return _table(self._j.aggregate(jinit, jadder, jlate), self._stream)
-        if merger is None:
-            raise KStreamsError(
-                "aggregate over SessionWindows needs a merger(aggregate1, aggregate2) that combines the "
-                "aggregates of two sessions a record merges"
-            )
-        return _table(
-            self._j.aggregate(jinit, jadder, _fold(self._stream, merger, "merger"), jlate), self._stream
-        )
-
-
-def _fold(stream: KStream, function: Column | KeyValueFunction, what: str) -> JavaObject:
-    """An adder or merger as the Scala function the aggregation takes: ``function`` applied once
-    to the columns of the running aggregate and of the value."""
-    api = door(stream._spark)
-    result = _applied(function, what, F.col(api.aggregateInputName()), F.col(api.valueInputName()))
-    return api.function2(result)
-
-
-def _table(jtable: JavaObject, stream: KStream) -> KTable:
-    from kstreams_spark.ktable import KTable
-
-    return KTable._from_java(jtable, stream._spark)
-
-
-class JoinWindows:
-    """The window of a stream-stream join: records join when ``|t1 - t2| <= time_difference``;
-    a record's window closes once its task's stream time (partition ``p`` of both sides, spec
-    section 5) passes ``t + time_difference + grace`` (a left/outer join then emits it
-    unmatched), and it stays joinable until its side's stream time reaches
-    ``t + 2 * time_difference + grace``, the retention of Kafka Streams' join stores. Builds
-    Scala's ``kstreams.JoinWindows``.
-
-    >>> JoinWindows.of_time_difference_with_no_grace(timedelta(milliseconds=100))
-    JoinWindows(time_difference=datetime.timedelta(microseconds=100000), grace=None)
-    """
-
-    def __init__(self, time_difference: Interval, grace: Interval | None) -> None:
-        _check_intervals(time_difference, grace)
-        self.time_difference, self.grace = time_difference, grace
-
-    @staticmethod
-    def of_time_difference_with_no_grace(time_difference: Interval) -> JoinWindows:
-        """Records join within ``time_difference`` of each other; no grace for late records.
-
-        >>> JoinWindows.of_time_difference_with_no_grace("10 seconds")
-        JoinWindows(time_difference='10 seconds', grace=None)
-        """
-        return JoinWindows(time_difference, None)
-
-    @staticmethod
-    def of_time_difference_and_grace(time_difference: Interval, grace: Interval) -> JoinWindows:
-        """Records join within ``time_difference`` of each other, late records up to ``grace``.
-
-        >>> JoinWindows.of_time_difference_and_grace("10 seconds", "1 minute")
-        JoinWindows(time_difference='10 seconds', grace='1 minute')
-        """
-        return JoinWindows(time_difference, grace)
-
-    def _to_java(self, spark) -> JavaObject:
-        factory = kstreams_class(spark, "JoinWindows")
-        if self.grace is None:
-            return factory.ofTimeDifferenceWithNoGrace(_interval(self.time_difference))
-        return factory.ofTimeDifferenceAndGrace(_interval(self.time_difference), _interval(self.grace))
-
-    def __repr__(self) -> str:
-        return f"JoinWindows(time_difference={self.time_difference!r}, grace={self.grace!r})"
 
 
 class BranchedKStream:

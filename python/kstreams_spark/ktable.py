@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, SparkSession
 
+from kstreams_spark._dsl import JOIN_KINDS, KeyValueFunction, joined_column
 from kstreams_spark._jvm import JavaObject, door, python_dataframe
 from kstreams_spark.errors import KStreamsError
-from kstreams_spark.kstream import JOIN_KINDS, KeyValueFunction, KStream, joined_column
+from kstreams_spark.kstream import KStream
 
 
 class KTable:
