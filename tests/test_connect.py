@@ -29,7 +29,7 @@ from kstreams_spark import (
     Topology,
     operator_metrics,
 )
-from kstreams_spark._connect import PLUGIN_CLASS, server_command, start_server, stop_server
+from kstreams_spark._connect_server import PLUGIN_CLASS, server_command, start_server, stop_server
 from pyspark import cloudpickle
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F

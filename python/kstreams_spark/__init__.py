@@ -6,17 +6,15 @@
 4
 """
 
-from kstreams_spark._jvm import jar_path
+from kstreams_spark._jars import jar_path
 from kstreams_spark.errors import KStreamsError, KStreamsQueryError
-from kstreams_spark.kstream import (
-    BranchedKStream,
-    JoinWindows,
+from kstreams_spark.grouped import (
     KGroupedStream,
-    KStream,
-    SessionWindows,
-    TimeWindows,
+    SessionWindowedKStream,
+    TimeWindowedKStream,
     WindowedKStream,
 )
+from kstreams_spark.kstream import BranchedKStream, KStream
 from kstreams_spark.ktable import KTable
 from kstreams_spark.metrics import operator_metrics
 from kstreams_spark.processor import (
@@ -30,6 +28,7 @@ from kstreams_spark.processor import (
 from kstreams_spark.session import configure_spark
 from kstreams_spark.state import checkpoint_operators, read_state
 from kstreams_spark.topology import Topology
+from kstreams_spark.windows import JoinWindows, SessionWindows, TimeWindows
 
 __all__ = [
     "BranchedKStream",
@@ -46,7 +45,9 @@ __all__ = [
     "Record",
     "Stores",
     "SessionWindows",
+    "SessionWindowedKStream",
     "TimeWindows",
+    "TimeWindowedKStream",
     "Topology",
     "WindowedKStream",
     "checkpoint_operators",

@@ -9,7 +9,6 @@ Python's ``KStream``, ``KTable`` and the config objects call the Scala API itsel
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import shutil
 from collections.abc import Iterator, Sequence
@@ -24,28 +23,12 @@ from kstreams_spark._connect import (
     connect_dataframe,
     is_connect,
 )
+from kstreams_spark._jars import jar_path
 from kstreams_spark._query_errors import install_classic_hook, install_connect_hook, message_in_chain
 from kstreams_spark.errors import KStreamsError
 
 # an action or query that a kstreams check stops raises our message first (see _query_errors)
 install_classic_hook()
-
-_JAR_DIR = os.path.join(os.path.dirname(__file__), "jars")
-
-
-def jar_path() -> str:
-    """Path of the bundled kstreams-spark jar.
-
-    >>> jar_path().endswith(".jar")
-    True
-    """
-    jars = sorted(glob.glob(os.path.join(_JAR_DIR, "kstreams-spark_*.jar")))
-    if not jars:
-        raise KStreamsError(
-            f"the kstreams-spark jar is missing from {_JAR_DIR}; build it with `make jar` "
-            "(a wheel or `make install` includes it)"
-        )
-    return jars[-1]
 
 
 class JavaObject:
@@ -140,11 +123,25 @@ def latency_probe(spark: SparkSession) -> JavaObject:
     return JavaObject(_jvm_package(spark).internal.demo.LatencyProbe)
 
 
+def has_kstreams_jar(context) -> bool:
+    """Whether the JVM of the SparkContext ``context`` has the kstreams jar on its classpath. (py4j
+    gives a JavaPackage, not a JavaClass, for a class that is not there.)"""
+    return type(context._jvm.kstreams.PythonAPI).__name__ != "JavaPackage"
+
+
+def submitted_setting(key: str) -> str | None:
+    """The value spark-submit's ``--conf`` (or ``--jars``: ``spark.jars``) gave ``key`` in the JVM
+    it started for this Python, or None."""
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()  # connects to the JVM spark-submit started
+    conf = SparkContext._jvm.SparkConf(True)  # its defaults: spark-submit's --jars and --conf
+    return conf.get(key) if conf.contains(key) else None
+
+
 def _jvm_package(spark: SparkSession):
-    jvm = spark.sparkContext._jvm
-    package = jvm.kstreams
-    # py4j returns a JavaPackage (not a JavaClass) when the class is not on the classpath.
-    if type(package.PythonAPI).__name__ == "JavaPackage":
+    package = spark.sparkContext._jvm.kstreams
+    if not has_kstreams_jar(spark.sparkContext):
         raise KStreamsError(
             "the kstreams-spark jar is not on this session's classpath; create the session with "
             "kstreams_spark.configure_spark(SparkSession.builder).getOrCreate(), with no other session "
@@ -161,6 +158,11 @@ def java_dataframe(df: DataFrame) -> Any:
     if is_connect(df.sparkSession):
         return RemoteDataFrame(df)
     return df._jdf
+
+
+def java_session(spark: SparkSession) -> Any:
+    """The JVM SparkSession behind a classic pyspark session."""
+    return spark._jsparkSession
 
 
 def python_dataframe(jdf: JavaObject, spark: SparkSession) -> DataFrame:

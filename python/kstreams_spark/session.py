@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import glob
 import os
 import sys
 from urllib.parse import urlparse
 
 from pyspark.sql import SparkSession
 
-from kstreams_spark._jvm import jar_path
+from kstreams_spark._jars import jar_path, kafka_connector_jars
+from kstreams_spark._jvm import has_kstreams_jar, submitted_setting
 from kstreams_spark.errors import KStreamsError
-
-KAFKA_CONNECTOR_DIR = os.path.join(os.path.dirname(__file__), "jars", "kafka")
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
@@ -105,7 +103,7 @@ def _refuse_running_session_without_kstreams() -> None:
     from pyspark import SparkContext
 
     running = SparkContext._active_spark_context
-    if running is not None and type(running._jvm.kstreams.PythonAPI).__name__ == "JavaPackage":
+    if running is not None and not has_kstreams_jar(running):
         raise KStreamsError(
             "a Spark session without kstreams-spark is already running in this process, and "
             "getOrCreate() would return it unchanged: stop it first (spark.stop()), then create the "
@@ -127,23 +125,9 @@ def _local_workers_python(options: dict) -> str | None:
     return str(options.get(WORKERS_PYTHON_KEY) or sys.executable)
 
 
-def kafka_connector_jars() -> list[str]:
-    """The bundled Spark Kafka connector jars (``spark-sql-kafka-0-10`` and what it needs beyond
-    pyspark's own jars), fetched at build time by ``make install``; empty if they were not.
-
-    >>> any("spark-sql-kafka-0-10" in jar for jar in kafka_connector_jars())
-    True
-    """
-    return sorted(glob.glob(os.path.join(KAFKA_CONNECTOR_DIR, "*.jar")))
-
-
 def _submitted_value(key: str) -> str | None:
     """The value spark-submit gave ``key`` (``--jars`` is ``spark.jars``), so that configure_spark
     adds to it instead of replacing it; None when Python started without spark-submit."""
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # set only by spark-submit's PythonRunner
         return None
-    from pyspark import SparkContext
-
-    SparkContext._ensure_initialized()  # connects to the JVM spark-submit started
-    conf = SparkContext._jvm.SparkConf(True)  # its defaults: spark-submit's --jars and --conf
-    return conf.get(key) if conf.contains(key) else None
+    return submitted_setting(key)

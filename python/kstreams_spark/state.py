@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
 
-from kstreams_spark._jvm import door, is_connect, kstreams_class, python_dataframe
+from kstreams_spark._jvm import door, is_connect, java_session, kstreams_class, python_dataframe
 from kstreams_spark.errors import KStreamsError
 
 
@@ -19,7 +19,7 @@ def checkpoint_operators(spark: SparkSession, checkpoint: str) -> list[str]:
     []
     """
     _classic(spark, "checkpoint_operators")
-    return list(door(spark).checkpointOperators(spark._jsparkSession, checkpoint))
+    return list(door(spark).checkpointOperators(java_session(spark), checkpoint))
 
 
 def read_state(spark: SparkSession, checkpoint: str, operator: int = 1) -> DataFrame:
@@ -59,7 +59,7 @@ def read_state(spark: SparkSession, checkpoint: str, operator: int = 1) -> DataF
     _classic(spark, "read_state")
     if isinstance(operator, bool) or not isinstance(operator, int):
         raise KStreamsError(f"operator must be an operator number (1, 2, ...), got {operator!r}")
-    jdf = kstreams_class(spark, "CheckpointState").read(spark._jsparkSession, checkpoint, operator)
+    jdf = kstreams_class(spark, "CheckpointState").read(java_session(spark), checkpoint, operator)
     return python_dataframe(jdf, spark)
 
 
