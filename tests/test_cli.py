@@ -150,9 +150,9 @@ def test_expression_text_check(text, problem, monkeypatch):
     ],
 )
 def test_unbalanced_expressions_are_found_at_once(text, problem):
-    from kstreams_spark.cli import _unbalanced
+    from kstreams_spark.cli._checks import unbalanced
 
-    assert _unbalanced(text) == problem
+    assert unbalanced(text) == problem
 
 
 def test_mistakes_get_one_line_before_spark_starts(tmp_path):
