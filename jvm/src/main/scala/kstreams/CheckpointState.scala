@@ -2,13 +2,12 @@ package kstreams
 
 import org.apache.spark.sql.{DataFrame, SparkSession}
 
-import kstreams.internal.inspect.DedupState
+import kstreams.internal.inspect.OperatorState
 import kstreams.internal.plan.CheckpointOperators
 
 /** What a kstreams query's checkpoint holds, read without running the query: which operators it
-  * recorded (spec section 8: a restart must run the same ones), and the live state of a
-  * per-partition dedup operator (spec section 2), for the day someone asks why a record was
-  * dropped.
+  * recorded (spec section 8: a restart must run the same ones), and the state of a dedup, windowed
+  * distinct or table operator, for the day someone asks why a record was dropped.
   *
   * {{{
   * CheckpointState.operators(spark, "/chk/dedup")
@@ -26,18 +25,26 @@ object CheckpointState {
     CheckpointOperators.recorded(checkpoint).map(_._1)
   }
 
-  /** The live entries of the `deduplicate_by_key` or `deduplicate_by_key_value` operator number
-    * `operator` (from 1) of `checkpoint`, as of its last committed micro-batch: one row per
-    * (input partition, dedup key) with `partition`, the key columns (`key`, and `id` for
-    * `deduplicate_by_key_value`; a checkpoint not restarted since an earlier release wrote it shows
-    * `key_bytes` instead, until its next run), `timestamp` and `offset` of the entry, `live_until`
-    * (`timestamp` + interval: the stream time past which the entry is dead) and the partition's
-    * `stream_time`. A record with that key in that partition whose timestamp is within the interval
-    * of `timestamp` is dropped as a duplicate while the entry lives; any other is forwarded.
+  /** The state of operator number `operator` (from 1) of `checkpoint`, as of its last committed
+    * micro-batch, one row per entry that decides the next records:
+    *  - `deduplicate_by_key`, `deduplicate_by_key_value` (spec section 2): per (input partition,
+    *    dedup key) `partition`, the key columns (`key`, and `id` for `deduplicate_by_key_value`),
+    *    `timestamp` and `offset` of the entry, `live_until` (`timestamp` + interval: the largest
+    *    stream time at which it still lives) and the partition's `stream_time`. A record with that
+    *    key in that partition whose timestamp is within the interval of `timestamp` is dropped as a
+    *    duplicate while the entry lives; any other is forwarded.
+    *  - `windowed_distinct`, `session_distinct` (spec section 3): per open window `partition`, the
+    *    key columns, `window_start`, `window_end`, `open_until` (the largest stream time at which
+    *    the window still takes records) and `stream_time`. A record of that key and window is
+    *    dropped as a duplicate while it is open.
+    *  - `to_table` (spec section 6): per key its current `value` and `timestamp`; an update with an
+    *    equal value and a timestamp not older is dropped as idempotent (KIP-557).
     *
+    * A checkpoint not restarted since an earlier release wrote it shows `key_bytes` or
+    * `value_bytes` (the encoded values) instead, until its next run records their types.
     * Throws [[KStreamsException]] for a path that is not a kstreams checkpoint, an operator
     * number it does not record, another kind of operator, or one with no committed state yet.
     */
   def read(spark: SparkSession, checkpoint: String, operator: Int = 1): DataFrame =
-    DedupState.read(spark, checkpoint, operator)
+    OperatorState.read(spark, checkpoint, operator)
 }

@@ -22,7 +22,7 @@
   * | processor API (7, KIP-28) | `kstreams.processor` (`Processor`, `Topology`...) | `internal/runner/ProcessorRunner` (`ProcessorPlan`), `TopologyGraph` |
   * | state, eviction (8) | | `internal/state/Sweeper`, `PartitionClocks`, `internal/plan/ArrivalOrder` (`StreamTimes`), `TaskClocks` |
   * | restarts: a checkpoint's operators (8) | [[KStream]]`.configure` | `internal/plan/OperatorDescriptor`, `CheckpointOperators` |
-  * | reading a checkpoint: its operators, a dedup operator's live entries (2, 8; README "Operating a query") | [[CheckpointState]] | `internal/inspect/DedupState`, `internal/plan/CheckpointOperators` |
+  * | reading a checkpoint: its operators, the state of dedup, windowed distinct and tables (2, 3, 6, 8; README "Operating a query") | [[CheckpointState]] | `internal/inspect/OperatorState`, `DedupState`, `WindowState`, `TableState`, `internal/plan/CheckpointOperators` |
   * | Python | the types above, called from `kstreams_spark` | `PythonAPI` (what py4j cannot express) |
   */
 package object kstreams

@@ -31,13 +31,13 @@ private[kstreams] object Deduplicate {
     parts.foreach { case (name, c) =>
       StreamColumns.checkKeyType(s"dedup key part '$name'", df.select(c).schema.head.dataType)
     }
-    val stateKey = StructType(parts.map { case (name, c) => df.select(c).schema.head.copy(name = name) })
+    val stateTypes = StructType(parts.map { case (name, c) => df.select(c).schema.head.copy(name = name) })
     val descriptor =
       parts
         .foldLeft(OperatorDescriptor.arrivalOrder(metricName, resolved).interval("interval", intervalMicros)) {
           case (d, (name, c)) => d.expression(name, c)
         }
-        .withStateKey(stateKey)
+        .withStateTypes(stateTypes)
     scope match {
       case DedupScope.PerPartition =>
         perPartition(df, resolved, parts, intervalMicros, lateRecords, metricName, descriptor)

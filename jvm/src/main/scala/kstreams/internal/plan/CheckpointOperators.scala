@@ -42,11 +42,11 @@ private[kstreams] object CheckpointOperators {
     * the second existed reads as one whose Python processors are not recorded yet. */
   private val Lists = Seq("operators", "python_processors")
 
-  /** Beside "operators", position for position: each operator's state key types (a
-    * [[org.apache.spark.sql.types.StructType]] as JSON, "" for an operator without), read by
+  /** Beside "operators", position for position: the types each operator's state is read with
+    * ([[OperatorDescriptor]]`.stateTypes`, a StructType as JSON, "" for an operator without), read by
     * [[kstreams.CheckpointState]]. Not checked: filled in by the first run that knows them, so a
     * checkpoint written before this list existed gets it at its next restart. */
-  private val StateKeys = "state_keys"
+  private val StateTypes = "state_types"
 
   /** Per query, the run being checked and the positions its operators were given, per list. */
   private final case class Run(runId: UUID, checkpoint: Path, recorded: Map[String, mutable.ArrayBuffer[String]]) {
@@ -57,7 +57,7 @@ private[kstreams] object CheckpointOperators {
 
   def verify(processor: AnyRef, descriptor: OperatorDescriptor): Unit =
     RunningQueries.current().foreach { query =>
-      verify(query, "operators", processor, descriptor.render, descriptor.stateKey.map(_.json).getOrElse(""))
+      verify(query, "operators", processor, descriptor.render, descriptor.stateTypes.map(_.json).getOrElse(""))
     }
 
   /** [[verify]] for a Python processor's plan, told apart by `plan` (one per DataFrame made). */
@@ -65,22 +65,17 @@ private[kstreams] object CheckpointOperators {
     RunningQueries.current().foreach { query => verify(query, "python_processors", plan, descriptor, "") }
 
   /** What `checkpoint` records, for tools that read it: the JVM operators' descriptors in order, each
-    * with its state key types if known. Empty for a checkpoint without the file. */
+    * with its state types if known. Empty for a checkpoint without the file. */
   def recorded(checkpoint: String): Seq[(String, Option[org.apache.spark.sql.types.StructType])] = {
     val lists = read(new Path(checkpoint, FileName))
     lists("operators").toSeq.zipWithIndex.map { case (descriptor, i) =>
-      val key = lists(StateKeys).lift(i).filter(_.nonEmpty)
+      val key = lists(StateTypes).lift(i).filter(_.nonEmpty)
       descriptor -> key.map(json =>
         org.apache.spark.sql.types.DataType.fromJson(json).asInstanceOf[org.apache.spark.sql.types.StructType])
     }
   }
 
-  private def verify(
-      query: StreamExecution,
-      list: String,
-      processor: AnyRef,
-      descriptor: String,
-      stateKey: String): Unit =
+  private def verify(query: StreamExecution, list: String, processor: AnyRef, descriptor: String, types: String): Unit =
     synchronized {
       val key = query.id.toString
       val run = runs.get(key).filter(_.runId == query.runId).getOrElse {
@@ -94,7 +89,7 @@ private[kstreams] object CheckpointOperators {
       if (!positions.containsKey(processor)) {
         val position = positions.size
         positions.put(processor, position)
-        val stateKeys = run.recorded(StateKeys)
+        val typesRecorded = run.recorded(StateTypes)
         if (position < recorded.size) {
           if (recorded(position) != descriptor)
             throw new KStreamsException(
@@ -103,16 +98,16 @@ private[kstreams] object CheckpointOperators {
                 "place; state written under other settings would give other results. Start this query " +
                 "on a new checkpoint location, or run it with the settings the checkpoint was written " +
                 s"with (the checkpoint's operators, in order: ${recorded.mkString("; ")})")
-          if (list == "operators" && stateKey.nonEmpty && !stateKeys.lift(position).exists(_.nonEmpty)) {
-            while (stateKeys.size <= position) stateKeys += ""
-            stateKeys(position) = stateKey
+          if (list == "operators" && types.nonEmpty && !typesRecorded.lift(position).exists(_.nonEmpty)) {
+            while (typesRecorded.size <= position) typesRecorded += ""
+            typesRecorded(position) = types
             write(run.checkpoint, run.recorded)
           }
         } else {
           recorded += descriptor
           if (list == "operators") {
-            while (stateKeys.size < position) stateKeys += ""
-            stateKeys += stateKey
+            while (typesRecorded.size < position) typesRecorded += ""
+            typesRecorded += types
           }
           write(run.checkpoint, run.recorded)
         }
@@ -124,12 +119,12 @@ private[kstreams] object CheckpointOperators {
 
   private def read(path: Path): Map[String, mutable.ArrayBuffer[String]] = {
     val fs = fileSystem(path)
-    val recorded = (Lists :+ StateKeys).map(_ -> mutable.ArrayBuffer.empty[String]).toMap
+    val recorded = (Lists :+ StateTypes).map(_ -> mutable.ArrayBuffer.empty[String]).toMap
     if (fs.exists(path)) {
       val in = fs.open(path)
       try {
         val root = mapper.readTree(in)
-        (Lists :+ StateKeys).foreach(list => root.path(list).forEach(node => recorded(list) += node.asText()))
+        (Lists :+ StateTypes).foreach(list => root.path(list).forEach(node => recorded(list) += node.asText()))
       } finally in.close()
     }
     recorded
@@ -142,7 +137,7 @@ private[kstreams] object CheckpointOperators {
     val fs = fileSystem(path)
     val root = mapper.createObjectNode()
     root.put("version", 1)
-    (Lists :+ StateKeys).foreach { name =>
+    (Lists :+ StateTypes).foreach { name =>
       // a checkpoint without Python processors keeps the file earlier releases wrote
       if (name == "operators" || recorded(name).exists(_.nonEmpty)) {
         val list = root.putArray(name)

@@ -19,18 +19,18 @@ import org.apache.spark.sql.types.StructType
   *
   * Rendered as `deduplicate_by_key(interval=PT10S, key=key, partition=partition)`.
   *
-  * `stateKey`: the types of the columns a dedup operator's state is keyed by (named as in the
-  * settings), kept beside the descriptor in the checkpoint so that [[kstreams.CheckpointState]]
-  * can show stored keys as values; not part of what a restart must repeat (a key's type cannot
-  * change without its expression changing, which the settings already name).
+  * `stateTypes`: the types [[kstreams.CheckpointState]] needs to show what the operator stores as
+  * bytes (a dedup operator's key columns, named as in the settings; a table's value), kept beside
+  * the descriptor in the checkpoint; not part of what a restart must repeat (a column's type cannot
+  * change without its expression or input changing, which the settings already name).
   */
 private[kstreams] final case class OperatorDescriptor(
     operator: String,
     settings: Seq[(String, String)],
-    stateKey: Option[StructType] = None) {
+    stateTypes: Option[StructType] = None) {
   def render: String = settings.map { case (k, v) => s"$k=$v" }.mkString(s"$operator(", ", ", ")")
 
-  def withStateKey(schema: StructType): OperatorDescriptor = copy(stateKey = Some(schema))
+  def withStateTypes(schema: StructType): OperatorDescriptor = copy(stateTypes = Some(schema))
 
   def interval(name: String, micros: Long): OperatorDescriptor =
     copy(settings = settings :+ (name -> OperatorDescriptor.duration(micros)))

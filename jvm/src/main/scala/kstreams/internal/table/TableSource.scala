@@ -33,7 +33,7 @@ private[kstreams] object TableSource {
       .run(
         input.grouped,
         new TableSourceProcessor(input.layout, valueType, new DropMarker(outputSchema)),
-        input.descriptor("kstreams_to_table"),
+        input.descriptor("kstreams_to_table").withStateTypes(StructType(Seq(StructField("value", valueType)))),
         TimeMode.None(),
         outputSchema,
         "kstreams_to_table",

@@ -1,0 +1,132 @@
+package kstreams
+package internal
+package inspect
+
+import java.time.Duration
+
+import com.fasterxml.jackson.databind.ObjectMapper
+import org.apache.hadoop.fs.Path
+import org.apache.spark.sql.{Column, DataFrame, SparkSession}
+import org.apache.spark.sql.functions._
+
+import kstreams.internal.plan.{CheckpointOperators, HelperColumns}
+
+/** Reads the state of operator number `operator` (from 1) of a checkpoint, as its kind shows it
+  * ([[DedupState]], [[WindowState]], [[TableState]]), with Spark's `statestore` reader: the
+  * checkpoint's last committed version, without a running query.
+  *
+  * Which of Spark's operators holds it: both the checkpoint's `kstreams/operators.json` and
+  * Spark's state metadata list operators in plan order, but Spark's also holds operators that are
+  * not ours (and may number them in another order), so an operator is found by the state
+  * variables only its kind declares: the k-th recorded operator of a kind is the k-th of Spark's
+  * operators with that kind's variables.
+  */
+private[kstreams] object OperatorState {
+
+  private sealed abstract class Kind(val operators: Seq[String], isIts: Set[String] => Boolean)
+      extends Product {
+    def declares(variables: Set[String]): Boolean = isIts(variables)
+  }
+  private case object PerPartitionDedup
+      extends Kind(Seq("deduplicate_by_key", "deduplicate_by_key_value"), Set("chunks", "entries", "mode").subsetOf)
+  private case object TumblingDistinct extends Kind(Seq("windowed_distinct"), _.contains("openWindows"))
+  private case object SessionDistinct extends Kind(Seq("session_distinct"), _.contains("sessions"))
+  // a table join keeps a "current" row too, beside others
+  private case object Table extends Kind(Seq("to_table"), _ == Set("current"))
+  private val Kinds = Seq(PerPartitionDedup, TumblingDistinct, SessionDistinct, Table)
+
+  private def kindOf(descriptor: String): Option[Kind] =
+    Kinds.find(_.operators.contains(descriptor.takeWhile(_ != '(')))
+
+  def read(spark: SparkSession, checkpoint: String, operator: Int): DataFrame = {
+    val recorded = CheckpointOperators.recorded(checkpoint)
+    if (recorded.isEmpty)
+      throw new KStreamsException(
+        s"$checkpoint is not the checkpoint of a query with kstreams operators (no ${checkpoint.stripSuffix("/")}/kstreams/operators.json)")
+    if (operator < 1 || operator > recorded.size)
+      throw new KStreamsException(
+        s"operator #$operator is not in $checkpoint: it records ${recorded.size} kstreams operator(s), " +
+          recorded.zipWithIndex.map { case ((d, _), i) => s"#${i + 1} $d" }.mkString("; "))
+    val (descriptor, types) = recorded(operator - 1)
+    val kind = kindOf(descriptor).getOrElse {
+      throw new KStreamsException(
+        s"operator #$operator of $checkpoint is $descriptor; reading state is supported for " +
+          s"${Kinds.flatMap(_.operators).mkString(", ")} only")
+    }
+    val nth = recorded.take(operator).count { case (d, _) => kindOf(d).contains(kind) }
+    val operatorId = operatorIds(spark, checkpoint, kind).lift(nth - 1).getOrElse {
+      throw new KStreamsException(
+        s"$checkpoint has no committed state for operator #$operator ($descriptor) yet: run its query " +
+          "until a micro-batch has committed")
+    }
+    val state = new StateVariables(spark, checkpoint, operatorId)
+    val settings = new Settings(descriptor)
+    kind match {
+      case PerPartitionDedup => DedupState.read(state, settings, types)
+      case TumblingDistinct => WindowState.tumbling(state, settings)
+      case SessionDistinct => WindowState.sessions(state, settings)
+      case Table => TableState.read(state, settings, types)
+    }
+  }
+
+  /** Spark's operator ids of the checkpoint's operators of `kind`, in order. */
+  private def operatorIds(spark: SparkSession, checkpoint: String, kind: Kind): Seq[Int] = {
+    val stateDir = new Path(checkpoint, "state")
+    if (!stateDir.getFileSystem(spark.sparkContext.hadoopConfiguration).exists(stateDir)) return Nil
+    val mapper = new ObjectMapper()
+    spark.read
+      .format("state-metadata")
+      .load(checkpoint)
+      .select("operatorId", "operatorProperties")
+      .collect()
+      .toSeq
+      .filter { row =>
+        val names = Option(row.getString(1)).toSeq.flatMap { json =>
+          val vars = mapper.readTree(json).path("stateVariables")
+          (0 until vars.size).map(i => vars.get(i).path("stateName").asText()).filterNot(_.startsWith("$"))
+        }
+        kind.declares(names.toSet)
+      }
+      .map(_.getLong(0).toInt)
+      .sorted
+  }
+}
+
+/** One operator's state variables, read from the checkpoint's last committed version. */
+private[inspect] final class StateVariables(spark: SparkSession, checkpoint: String, operatorId: Int) {
+  def apply(name: String): DataFrame =
+    spark.read
+      .format("statestore")
+      .option("operatorId", operatorId.toLong)
+      .option("stateVarName", name)
+      .load(checkpoint)
+
+  /** The `transformWithState` group of a row of the arrival-order operators (one input partition). */
+  val group: Column = col("key").getField(HelperColumns.Group).as("group")
+
+  /** (group, partition, stream_time in micros) of an arrival-order operator. */
+  def streamTimes: DataFrame =
+    apply("streamTimes").select(
+      group,
+      col("user_map_key.value").as("partition"),
+      col("user_map_value.value").as("stream_time"))
+}
+
+/** The settings of a rendered descriptor, `name(a=1, b=PT10S)`. */
+private[inspect] final class Settings(descriptor: String) {
+  private val values: Map[String, String] =
+    descriptor
+      .stripSuffix(")")
+      .dropWhile(_ != '(')
+      .drop(1)
+      .split(", ")
+      .toSeq
+      .filter(_.contains('='))
+      .map(s => s.takeWhile(_ != '=') -> s.dropWhile(_ != '=').drop(1))
+      .toMap
+
+  def apply(name: String): String =
+    values.getOrElse(name, throw new KStreamsException(s"no $name in the recorded descriptor $descriptor"))
+
+  def micros(name: String): Long = Intervals.micros(Duration.parse(apply(name)))
+}
