@@ -17,7 +17,15 @@ import subprocess
 import sys
 
 import pytest
-from kstreams_spark import KStream, KStreamsError, TimeWindows, checkpoint_operators, read_state
+from kstreams_spark import (
+    KStream,
+    KStreamsError,
+    SessionWindows,
+    TimeWindows,
+    checkpoint_operators,
+    read_state,
+)
+from pyspark.sql import functions as F
 from streams import BASE, Rec, StreamRun, with_offsets
 
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "kstreams-spark")
@@ -124,7 +132,7 @@ def test_read_state_of_deduplicate_by_key_value_shows_key_and_id(spark, tmp_path
     recorded = os.path.join(checkpoint, "kstreams", "operators.json")
     with open(recorded) as f:
         file = json.load(f)
-    del file["state_keys"]
+    del file["state_types"]
     with open(recorded, "w") as f:
         json.dump(file, f)
     os.remove(os.path.join(checkpoint, "kstreams", ".operators.json.crc"))  # Hadoop's checksum of it
@@ -139,26 +147,106 @@ def test_read_state_of_deduplicate_by_key_value_shows_key_and_id(spark, tmp_path
     ]
 
 
-def test_read_state_refuses_what_it_cannot_read_in_one_line(spark, tmp_path):
-    windows = TimeWindows.of_size_with_no_grace(dt.timedelta(seconds=10))
+def test_read_state_of_windowed_distinct_shows_the_open_windows_and_predicts_the_next_decisions(
+    spark, tmp_path
+):
+    """Tumbling windows of 10 s with 2 s of grace: partition 0 has a@1 a@3 | c@15 a@16, so at
+    stream time 16 a's window [0, 10) is closed (10 + 2 <= 16) and [10, 20) is open for a and c
+    until stream time reaches 22; partition 1 has x@100."""
+    windows = TimeWindows.of_size_and_grace(dt.timedelta(seconds=10), dt.timedelta(seconds=2))
     run = StreamRun(
         spark, str(tmp_path), lambda d: KStream(d).group_by_key().windowed_by(windows).distinct().df
     )
+    records = with_offsets([Rec("a", 1), Rec("a", 3), Rec("c", 15), Rec("x", 100, partition=1), Rec("a", 16)])
+    run.add_batch(records[:2])
+    run.run()
+    run.add_batch(records[2:])
+    run.run()
+    state = read_state(spark, os.path.join(str(tmp_path), "checkpoint"))
+    assert state.columns == ["partition", "key", "window_start", "window_end", "open_until", "stream_time"]
+    almost = dt.timedelta(microseconds=1)
+    assert [tuple(r) for r in state.collect()] == [
+        (0, "a", at(10), at(20), at(22) - almost, at(16)),
+        (0, "c", at(10), at(20), at(22) - almost, at(16)),
+        (1, "x", at(100), at(110), at(112) - almost, at(100)),
+    ]
+    # a record of an open window: a duplicate; of a's closed window: late; a new key: forwarded
+    run.add_batch(
+        [
+            Rec("a", 17, offset=4, value="open-a"),
+            Rec("a", 5, offset=5, value="closed-a"),
+            Rec("d", 18, offset=6, value="new-d"),
+            Rec("x", 109, partition=1, offset=1, value="open-x"),
+        ]
+    )
+    run.run()
+    assert [
+        r.value for r in run.output().where("offset >= 4 or partition = 1 and offset >= 1").collect()
+    ] == ["new-d"]
+
+
+def test_read_state_of_session_distinct_shows_the_sessions_that_can_still_take_records(spark, tmp_path):
+    windows = SessionWindows.of_inactivity_gap_with_no_grace(dt.timedelta(seconds=5))
+    run = StreamRun(
+        spark, str(tmp_path), lambda d: KStream(d).group_by_key().windowed_by(windows).distinct().df
+    )
+    run.add_batch(
+        with_offsets([Rec("a", 1), Rec("a", 3), Rec("c", 15), Rec("x", 100, partition=1), Rec("a", 16)])
+    )
+    run.run()
+    # a's session [1, 3] took its last record at stream time 8 (3 + gap): at 16 it is gone
+    assert [tuple(r) for r in read_state(spark, os.path.join(str(tmp_path), "checkpoint")).collect()] == [
+        (0, "c", at(15), at(15), at(20), at(16)),
+        (0, "a", at(16), at(16), at(21), at(16)),
+        (1, "x", at(100), at(100), at(105), at(100)),
+    ]
+
+
+def test_read_state_of_a_table_shows_each_key_current_row_and_predicts_idempotent_updates(spark, tmp_path):
+    run = StreamRun(spark, str(tmp_path), lambda d: KStream(d).to_table().df)
+    records = [
+        Rec("a", 1, value="v0"),
+        Rec("b", 2, value="v1"),
+        Rec("a", 3, value="v2"),
+        Rec("c", 4, value="v3"),
+    ]
+    run.add_batch(with_offsets(records + [Rec("b", 5, value=None)]))  # b deleted
+    run.run()
+    state = read_state(spark, os.path.join(str(tmp_path), "checkpoint"))
+    assert state.columns == ["key", "value", "timestamp"]
+    assert [tuple(r) for r in state.collect()] == [("a", "v2", at(3)), ("c", "v3", at(4))]
+    # a's value again, later: idempotent, dropped; c changed and b (no row) are forwarded
+    run.add_batch(
+        [
+            Rec("a", 6, offset=5, value="v2"),
+            Rec("c", 7, offset=6, value="other"),
+            Rec("b", 8, offset=7, value="v9"),
+        ]
+    )
+    run.run()
+    later = run.output().where(F.col("timestamp") >= at(6))
+    assert sorted((r.key, r.value) for r in later.collect()) == [
+        ("b", "v9"),
+        ("c", "other"),
+    ]
+
+
+def test_read_state_refuses_what_it_cannot_read_in_one_line(spark, tmp_path):
+    run = StreamRun(spark, str(tmp_path), lambda d: KStream(d).group_by_key().count().to_stream().df)
     run.add_batch(with_offsets([Rec("a", 1)]))
     run.run()
     checkpoint = os.path.join(str(tmp_path), "checkpoint")
+    (count,) = checkpoint_operators(spark, checkpoint)
     with pytest.raises(KStreamsError) as e:
         read_state(spark, checkpoint)
     assert str(e.value) == (
-        f"operator #1 of {checkpoint} is windowed_distinct(partition=partition, size=PT10S, grace=PT0S, "
-        "key=key); reading state is supported for deduplicate_by_key and deduplicate_by_key_value "
-        "(per-partition dedup) only"
+        f"operator #1 of {checkpoint} is {count}; reading state is supported for deduplicate_by_key, "
+        "deduplicate_by_key_value, windowed_distinct, session_distinct, to_table only"
     )
     with pytest.raises(KStreamsError) as e:
         read_state(spark, checkpoint, operator=2)
-    assert str(e.value) == (
-        f"operator #2 is not in {checkpoint}: it records 1 kstreams operator(s), #1 "
-        "windowed_distinct(partition=partition, size=PT10S, grace=PT0S, key=key)"
+    assert (
+        str(e.value) == f"operator #2 is not in {checkpoint}: it records 1 kstreams operator(s), #1 {count}"
     )
     with pytest.raises(KStreamsError) as e:
         read_state(spark, str(tmp_path / "in"))

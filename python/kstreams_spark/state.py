@@ -23,16 +23,26 @@ def checkpoint_operators(spark: SparkSession, checkpoint: str) -> list[str]:
 
 
 def read_state(spark: SparkSession, checkpoint: str, operator: int = 1) -> DataFrame:
-    """The live entries of a ``deduplicate_by_key`` or ``deduplicate_by_key_value`` operator
-    (number ``operator``, from 1, as :func:`checkpoint_operators` lists them) as of the
-    checkpoint's last committed micro-batch: one row per (input partition, dedup key) with
-    ``partition``, the key columns (``key``, and ``id`` for ``deduplicate_by_key_value``),
-    ``timestamp`` and ``offset`` of the entry, ``live_until`` (``timestamp`` + interval: the
-    stream time past which the entry is dead) and the partition's ``stream_time`` (spec section
-    2). A record with that key in that partition and a timestamp within the interval of
-    ``timestamp`` is dropped as a duplicate while the entry lives; any other record is forwarded.
-    A checkpoint last run by a release before this function existed shows ``key_bytes`` (the
-    encoded key) instead of the key columns until its query runs once more.
+    """The state of operator number ``operator`` (from 1, as :func:`checkpoint_operators` lists
+    them) as of the checkpoint's last committed micro-batch: one row per entry that decides the
+    next records.
+
+    * ``deduplicate_by_key``, ``deduplicate_by_key_value`` (spec section 2): per (input partition,
+      dedup key) ``partition``, the key columns (``key``, and ``id`` for
+      ``deduplicate_by_key_value``), ``timestamp`` and ``offset`` of the entry, ``live_until``
+      (``timestamp`` + interval: the largest stream time at which it lives) and the partition's
+      ``stream_time``. A record with that key in that partition and a timestamp within the
+      interval of ``timestamp`` is dropped as a duplicate while the entry lives; any other record
+      is forwarded.
+    * ``windowed_distinct``, ``session_distinct`` (spec section 3): per open window
+      ``partition``, the key, ``window_start``, ``window_end``, ``open_until`` (the largest stream
+      time at which it still takes records) and ``stream_time``; a record of that key and window is
+      a duplicate while it is open.
+    * ``to_table`` (spec section 6): per key its current ``value`` and ``timestamp``; an update
+      with an equal value and a timestamp not older is dropped as idempotent (KIP-557).
+
+    A checkpoint last run by a release before this function existed shows ``key_bytes`` or
+    ``value_bytes`` (encoded) until its query runs once more.
 
     Raises :class:`KStreamsError` for a path that is not a kstreams checkpoint, an operator number
     it does not record, another kind of operator, or one with no committed state yet. A classic

@@ -12,7 +12,7 @@ deduplicates a Kafka topic into another (``--by key|key-value|id|sequence``, ``-
 micro-batches or, with ``--real-time``, record by record in Spark's real-time mode.
 
 ``kstreams-spark state show CHECKPOINT [--operator K] [--key KEY]`` prints the kstreams operators
-a checkpoint records and a dedup operator's live entries (``read_state``), without running the query.
+a checkpoint records and one operator's state (``read_state``), without running the query.
 
 ``kstreams-spark connect-server [--port N]`` runs a local Spark Connect server with kstreams (the
 jar, the server plugin and the RocksDB state store) until Ctrl-C; connect with

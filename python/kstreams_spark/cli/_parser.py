@@ -205,11 +205,11 @@ def build_parser() -> argparse.ArgumentParser:
     state_sub = state.add_subparsers(dest="state_command", required=True, parser_class=_Parser)
     show = state_sub.add_parser(
         "show",
-        help="the operators of a checkpoint and a dedup operator's live entries",
-        description="Lists the kstreams operators a checkpoint records and the live entries of one "
-        "per-partition dedup operator (deduplicate_by_key, deduplicate_by_key_value) as of the last "
-        "committed micro-batch: partition, key, timestamp, offset, live until, stream time. With "
-        "--key, what the operator would do now with a record of that key.",
+        help="the operators of a checkpoint and one operator's state",
+        description="Lists the kstreams operators a checkpoint records and, as of the last committed "
+        "micro-batch, what decides the next records of one of them: a dedup operator's live entries "
+        "(deduplicate_by_key, deduplicate_by_key_value), a windowed distinct's open windows, a "
+        "table's current rows. With --key, what the operator would do now with a record of that key.",
     )
     show.add_argument("checkpoint", help="the query's checkpoint location")
     show.add_argument("--operator", type=int, default=1, help="the operator's number, from 1 (default: 1)")

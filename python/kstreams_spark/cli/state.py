@@ -36,23 +36,24 @@ def run_state_show(args: argparse.Namespace) -> int:
             state = read_state(spark, checkpoint, args.operator)
         except KStreamsError as e:
             return fail(args, first_line(e), 2)
-        key_columns = [c for c in state.columns if c not in _STATE_COLUMNS]
+        key_column = _key_column(state.columns)
         if args.key is not None:
-            if key_columns == ["key_bytes"]:
+            if key_column in ("key_bytes", None):
                 return fail(
                     args,
                     "this checkpoint has not recorded its key's type yet (written by an earlier "
                     "release): run its query once, then --key can compare keys",
                     2,
                 )
-            state = state.where(F.col(key_columns[0]).cast("string") == F.lit(args.key))
+            state = state.where(F.col(key_column).cast("string") == F.lit(args.key))
         rows = state.limit(args.limit + 1).collect()
         shown = rows[: args.limit]
         what = f" with key {args.key!r}" if args.key is not None else ""
-        print(f"operator #{args.operator}: live entries{what}, as of the last committed micro-batch")
-        columns = ["partition", *key_columns, "timestamp", "offset", "live_until", "stream_time"]
-        table = [columns] + [[_cell(row[c]) for c in columns] for row in shown]
-        widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
+        print(
+            f"operator #{args.operator}: {_kind(state.columns)}{what}, as of the last committed micro-batch"
+        )
+        table = [state.columns] + [[_cell(value) for value in row] for row in shown]
+        widths = [max(len(line[i]) for line in table) for i in range(len(state.columns))]
         for line in table:
             print(
                 "  " + "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
@@ -60,34 +61,61 @@ def run_state_show(args: argparse.Namespace) -> int:
         if len(rows) > args.limit:
             print(f"  ... more (--limit {args.limit})")
         if args.key is not None:
-            print(_key_verdict(args.key, shown))
+            print(_key_verdict(args.key, state.columns, shown))
         return 0
     finally:
         spark.stop()
 
 
-_STATE_COLUMNS = {"partition", "timestamp", "offset", "live_until", "stream_time"}
+def _key_column(columns: list[str]) -> str | None:
+    """The (first) key column of a state's rows: after ``partition`` where there is one."""
+    if "key_bytes" in columns:
+        return "key_bytes"
+    rest = columns[1:] if columns and columns[0] == "partition" else columns
+    return rest[0] if rest else None
+
+
+def _kind(columns: list[str]) -> str:
+    if "live_until" in columns:
+        return "live entries"
+    if "open_until" in columns:
+        return "open windows"
+    return "current rows"
 
 
 def _cell(value: object) -> str:
     return "null" if value is None else str(value)
 
 
-def _key_verdict(key: str, rows: list) -> str:
-    """What the operator would do now with a record of ``key``, by the entries that decide it."""
-    if not rows:
-        return (
-            f"no live entry for key {key!r}: its next record is forwarded and stored (one older than "
-            "its partition's stream time minus the interval is late: the operator's late_records "
-            "decides)"
-        )
-    lines = []
-    for row in rows:
-        interval_s = (row["live_until"] - row["timestamp"]).total_seconds()
-        lines.append(
+def _key_verdict(key: str, columns: list[str], rows: list) -> str:
+    """What the operator would do now with a record of ``key``, by the rows that decide it."""
+    if "live_until" in columns:  # a dedup operator's entries
+        if not rows:
+            return (
+                f"no live entry for key {key!r}: its next record is forwarded and stored (one older "
+                "than its partition's stream time minus the interval is late: the operator's "
+                "late_records decides)"
+            )
+        return "\n".join(
             f"partition {row['partition']}: a record with key {key!r} and a timestamp within "
-            f"{interval_s:g} s of {row['timestamp']} is dropped as a duplicate while the partition's "
-            f"stream time is at most {row['live_until']}; any other is forwarded (a late one as the "
-            "operator's late_records says)"
+            f"{(row['live_until'] - row['timestamp']).total_seconds():g} s of {row['timestamp']} is "
+            f"dropped as a duplicate while the partition's stream time is at most {row['live_until']}; "
+            "any other is forwarded (a late one as the operator's late_records says)"
+            for row in rows
         )
-    return "\n".join(lines)
+    if "open_until" in columns:  # a windowed distinct's open windows
+        if not rows:
+            return f"no open window for key {key!r}: its next record opens one and is forwarded (unless late)"
+        return "\n".join(
+            f"partition {row['partition']}: a record with key {key!r} in the window "
+            f"[{row['window_start']}, {row['window_end']}] is dropped as a duplicate while the "
+            f"partition's stream time is at most {row['open_until']}"
+            for row in rows
+        )
+    if not rows:  # a table
+        return f"no row for key {key!r}: its next update is forwarded"
+    row = rows[0]
+    return (
+        f"an update of key {key!r} to {row[columns[1]]!r} with a timestamp at or after "
+        f"{row['timestamp']} is dropped as idempotent; any other is forwarded"
+    )
