@@ -24,6 +24,7 @@ private[kstreams] object LogRecord {
 /** The global store's log and id lists as bytes, in chunks of at most
   * [[TimeBucketChunks.MaxChunkBytes]] ([[GlobalDedupProcessor]] keeps them in [[TimeBucketChunks]]). */
 private[kstreams] object GlobalLog {
+
   /** Log records as `[tombstone 0/1][key length][key][seq][timestamp][partition][offset]`, in
     * chunks of at most [[TimeBucketChunks.MaxChunkBytes]]. */
   def encodeLog(records: Iterator[LogRecord]): Seq[Array[Byte]] = {
