@@ -23,8 +23,7 @@ import kstreams.internal.plan.{CheckpointOperators, HelperColumns}
   */
 private[kstreams] object OperatorState {
 
-  private sealed abstract class Kind(val operators: Seq[String], isIts: Set[String] => Boolean)
-      extends Product {
+  private sealed abstract class Kind(val operators: Seq[String], isIts: Set[String] => Boolean) extends Product {
     def declares(variables: Set[String]): Boolean = isIts(variables)
   }
   private case object PerPartitionDedup

@@ -20,7 +20,8 @@ private[inspect] object TableState {
     val keyField = rows.schema("key").dataType.asInstanceOf[StructType].fieldNames.head
     val keyName = settings("key")
     val value = valueTypes match {
-      case Some(schema) => RowBytes.decodeNotNull(col("value.bytes"), schema).getField(schema.fieldNames.head).as("value")
+      case Some(schema) =>
+        RowBytes.decodeNotNull(col("value.bytes"), schema).getField(schema.fieldNames.head).as("value")
       case None => col("value.bytes").as("value_bytes")
     }
     rows

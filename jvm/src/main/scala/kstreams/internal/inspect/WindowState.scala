@@ -45,12 +45,11 @@ private[inspect] object WindowState {
     windows
       .join(state.streamTimes, "group")
       .where(openUntil >= col("stream_time"))
-      .select(
-        Seq(col("partition")) ++ key.map(n => col("k").getField(n).as(n)) ++ Seq(
-          timestamp_micros(col("start")).as("window_start"),
-          timestamp_micros(col("end")).as("window_end"),
-          timestamp_micros(openUntil).as("open_until"),
-          timestamp_micros(col("stream_time")).as("stream_time")
-        ): _*)
+      .select(Seq(col("partition")) ++ key.map(n => col("k").getField(n).as(n)) ++ Seq(
+        timestamp_micros(col("start")).as("window_start"),
+        timestamp_micros(col("end")).as("window_end"),
+        timestamp_micros(openUntil).as("open_until"),
+        timestamp_micros(col("stream_time")).as("stream_time")
+      ): _*)
       .orderBy((Seq("partition", "window_start") ++ key).map(col): _*)
 }
