@@ -14,7 +14,8 @@ import org.apache.spark.sql.types.{DataType, LongType}
   *
   * Spark's `monotonically_increasing_id()` gives the same numbers but is refused on streaming
   * plans, where its ids are not unique across micro-batches; uniqueness is not needed here, only
-  * the order inside one micro-batch's task.
+  * the order inside one micro-batch's task. (In Spark's package: `ExpressionUtils`, which makes a
+  * Column of a Catalyst expression, is Spark-private.)
   */
 case class ChangeSequence() extends LeafExpression with Nondeterministic with CodegenFallback {
   @transient private var next: Long = _

@@ -13,6 +13,9 @@ import org.apache.spark.sql.types.DataType
   * `Row.get` gives), so a processor can keep them in its state with a row encoder.
   *
   * {{{ val add = ColumnFunction(spark, Seq("agg" -> LongType, "value" -> LongType), col("agg") + 1) }}}
+  *
+  * (In Spark's package: `classic.Dataset.ofRows`, which analyzes the expression over a plan, is
+  * Spark-private.)
   */
 final class ColumnFunction private (bound: Expression, inputTypes: Seq[DataType], val dataType: DataType)
     extends Serializable {

@@ -24,7 +24,9 @@ import org.apache.spark.unsafe.hash.Murmur3_x86_32
   * partition `i mod N` for every `N`, and the hash of the key gives the group back ([[indexOf]]).
   *
   * A checkpoint keeps the placement it was started with, since its state is stored under the
-  * group keys ([[roundRobin]]).
+  * group keys ([[roundRobin]]). (In Spark's package beside [[ArrivalOrderStrategy]], which plans
+  * its expression; the planner code here uses nothing of `kstreams.internal`, so the dependency
+  * runs one way.)
   */
 object GroupPlacement {
 

@@ -23,6 +23,9 @@ import kstreams.internal.connect.{CallDecoder, CallResults, CallRunner}
   * start-connect-server.sh --jars kstreams-spark_2.13-0.1.0.jar \
   *   --conf spark.connect.extensions.relation.classes=org.apache.spark.sql.kstreams.KStreamsConnectPlugin
   * }}}
+  *
+  * (In Spark's package: `classic.Dataset.ofRows`, `Dataset.logicalPlan` and `ExpressionUtils`, which
+  * turn the client's plans and expressions into DataFrames and Columns and back, are Spark-private.)
   */
 class KStreamsConnectPlugin extends RelationPlugin {
 

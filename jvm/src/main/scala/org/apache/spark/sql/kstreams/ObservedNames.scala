@@ -9,7 +9,8 @@ import org.apache.spark.sql.classic
 /** Spark requires an observed metric's name to be unique within a query unless both uses compute
   * the same thing. When an operator combines inputs that each carry a kstreams metric of the same
   * name (two `toTable` results being joined), the later inputs' clashing metrics are renamed
-  * `name_2`, `name_3`, ... (the same names each time the same code builds the query). */
+  * `name_2`, `name_3`, ... (the same names each time the same code builds the query). (In Spark's
+  * package: `classic.Dataset.ofRows`, which makes the renamed plan a DataFrame, is Spark-private.) */
 object ObservedNames {
   def distinct(inputs: Seq[DataFrame]): Seq[DataFrame] = {
     def analyzed(df: DataFrame): LogicalPlan =

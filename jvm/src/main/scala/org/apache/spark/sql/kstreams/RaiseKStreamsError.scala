@@ -20,7 +20,8 @@ import kstreams.KStreamsException
   * the Python layer finds in the cause chain and raises as a `KStreamsError` with our message first
   * (`kstreams_spark._query_errors`). Typed `NullType` like `raise_error`, so it fits any branch of
   * a `when`; it generates code as `raise_error` does (an expression without would take the whole
-  * operator that checks the input out of whole-stage codegen). */
+  * operator that checks the input out of whole-stage codegen). (In Spark's package: `ExpressionUtils`,
+  * which makes a Column of a Catalyst expression, is Spark-private.) */
 case class RaiseKStreamsError(child: Expression) extends UnaryExpression {
   override def dataType: DataType = NullType
   override def nullable: Boolean = true

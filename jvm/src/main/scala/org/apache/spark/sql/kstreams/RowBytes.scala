@@ -19,7 +19,9 @@ import org.apache.spark.sql.types.{BinaryType, DataType, StructType}
   * processor as one byte array instead of being converted to and from JVM objects.
   *
   * Generates code (Spark's own UnsafeRow writer) rather than evaluating per row: it runs once per
-  * record on the hot path of the dedup operators. Never null: null values are null fields. */
+  * record on the hot path of the dedup operators. Never null: null values are null fields. (In
+  * Spark's package: `ExpressionUtils`, which makes a Column of a Catalyst expression, is
+  * Spark-private.) */
 case class EncodeRow(children: Seq[Expression]) extends Expression {
   override def nullable: Boolean = false
   override def dataType: DataType = BinaryType
