@@ -34,6 +34,7 @@ from pyspark import cloudpickle
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+from streams import SCHEMA as STREAM_SCHEMA
 from streams import Rec, StreamRun, each_example, forwarded, run_examples, run_mode, with_offsets
 from test_dedup_spec import EXAMPLES, OPERATORS, records_of
 from test_dsl import AGG, JOINED, Rows, at, concat_joiner, join_records, sides, table_rows
@@ -473,3 +474,20 @@ def test_a_server_without_the_plugin_is_named(tmp_path):
             stop_server(server)
             os.environ.clear()
             os.environ.update(saved)
+
+
+def test_a_call_that_fits_two_overloads_is_refused_naming_them(remote):
+    """The server calls the public Scala API by reflection; a null fits both
+    TimeWindows.ofSizeWithNoGrace(Duration) and (String), and the JVM lists methods in no defined
+    order, so it refuses rather than picking one by chance."""
+    from kstreams_spark._jvm import kstreams_class, python_dataframe
+
+    df = remote.createDataFrame([("a", "v", dt.datetime(2026, 1, 1), 0, 0)], STREAM_SCHEMA)
+    windows = kstreams_class(remote, "TimeWindows").ofSizeWithNoGrace(None)
+    with pytest.raises(KStreamsError) as e:
+        python_dataframe(KStream(df)._j.groupByKey().windowedBy(windows).count().df(), remote)
+    assert re.fullmatch(
+        r"a Spark Connect client asked for something this server cannot do: kstreams TimeWindows"
+        r"\.ofSizeWithNoGrace taking null could be any of \((Duration|String)\), \((String|Duration)\)",
+        str(e.value),
+    ), str(e.value)

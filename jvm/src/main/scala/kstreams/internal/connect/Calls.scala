@@ -125,11 +125,21 @@ final class CallRunner(relation: Array[Byte] => DataFrame, expression: Array[Byt
       m.getDeclaringClass.getName.startsWith("kstreams.") && !m.getDeclaringClass.getName.startsWith(
         "kstreams.internal.")
     }
-    val chosen = candidates.iterator
-      .map(m => m -> converted(m, args))
-      .collectFirst { case (m, Some(values)) => m -> values }
-      .getOrElse(
-        refuse(s"kstreams ${cls.getSimpleName} has no method $name taking ${args.map(describe).mkString(", ")}"))
+    // every overload the arguments fit (a bridge method repeats one): the JVM lists methods in no
+    // defined order, so more than one is refused rather than one picked by chance
+    val fitting = candidates
+      .filterNot(_.isBridge)
+      .flatMap(m => converted(m, args).map(m -> _))
+      .distinctBy(_._1.getParameterTypes.toSeq)
+    val chosen = fitting match {
+      case Seq(one) => one
+      case Seq() =>
+        refuse(s"kstreams ${cls.getSimpleName} has no method $name taking ${args.map(describe).mkString(", ")}")
+      case several =>
+        refuse(
+          s"kstreams ${cls.getSimpleName}.$name taking ${args.map(describe).mkString(", ")} could be any of " +
+            several.map(_._1.getParameterTypes.map(_.getSimpleName).mkString("(", ", ", ")")).mkString(", "))
+    }
     try chosen._1.invoke(receiver, chosen._2: _*)
     catch { case e: InvocationTargetException => throw e.getCause }
   }
