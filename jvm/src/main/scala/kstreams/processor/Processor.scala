@@ -97,18 +97,53 @@ trait Punctuator extends Serializable {
   */
 trait ProcessorContext[K, V] {
 
-  /** Emits a record with the current record's timestamp (in a punctuation: the punctuation time). */
+  /** Emits a record with the current record's timestamp (in a punctuation: the punctuation time).
+    *
+    * @param key
+    *   the output record's key (may be null)
+    * @param value
+    *   the output record's value (may be null)
+    */
   def forward(key: K, value: V): Unit
 
-  /** Emits a record with the given timestamp (epoch ms). */
+  /** Emits a record with the given timestamp.
+    *
+    * @param key
+    *   the output record's key (may be null)
+    * @param value
+    *   the output record's value (may be null)
+    * @param timestamp
+    *   the output record's timestamp, epoch milliseconds
+    */
   def forward(key: K, value: V, timestamp: Long): Unit
 
   /** Calls the processor's `punctuate` every `interval` of stream or wall-clock time. Call it from
     * `init`: schedules are numbered in the order they are registered, and their next firing time
-    * is checkpointed under that number. */
+    * is checkpointed under that number.
+    *
+    * {{{ context.schedule(Duration.ofSeconds(10), PunctuationType.StreamTime) }}}
+    * @param interval
+    *   how often, at least 1 ms
+    * @param kind
+    *   [[PunctuationType.StreamTime]] (by the partition's stream time) or
+    *   [[PunctuationType.WallClockTime]] (by the micro-batches' processing time)
+    * @throws kstreams.KStreamsException
+    *   if called outside `init`, with a null `kind`, an interval under 1 ms, or a wall-clock
+    *   schedule in a processor run without `wallClock = true`
+    */
   def schedule(interval: Duration, kind: PunctuationType): Unit
 
-  /** Like `schedule(interval, kind)`, calling `punctuator` instead of the processor's `punctuate`. */
+  /** Like `schedule(interval, kind)`, calling `punctuator` instead of the processor's `punctuate`.
+    *
+    * @param interval
+    *   how often, at least 1 ms
+    * @param kind
+    *   stream or wall-clock time
+    * @param punctuator
+    *   what to call
+    * @throws kstreams.KStreamsException
+    *   as `schedule(interval, kind)`
+    */
   def schedule(interval: Duration, kind: PunctuationType, punctuator: Punctuator): Unit
 
   /** The processor's name, as given to `KStream.process` (used in error messages). */
@@ -133,7 +168,13 @@ trait ProcessorContext[K, V] {
     * machine's clock when the query runs without `wallClock = true`. */
   def currentSystemTimeMs: Long
 
-  /** The store `name` declared in `KStream.process(..., stores = Seq(Stores.keyValue(name)))`. */
+  /** The store `name` declared in `KStream.process(..., stores = Seq(Stores.keyValue(name)))`.
+    *
+    * @param name
+    *   the store's name
+    * @throws kstreams.KStreamsException
+    *   if this processor did not declare a store of that name (the message lists those it did)
+    */
   def getStateStore[SK, SV](name: String): KeyValueStore[SK, SV]
 }
 
@@ -146,17 +187,39 @@ trait ProcessorContext[K, V] {
   * }}}
   */
 trait KeyValueStore[K, V] {
+
+  /** The name the store was declared with. */
   def name: String
+
+  /** The value of `key`, if any. */
   def get(key: K): Option[V]
+
+  /** Sets `key`'s value (a null `value` deletes it, as in Kafka Streams). */
   def put(key: K, value: V): Unit
 
-  /** Stores `value` only when `key` has no value; returns the value that was there. */
+  /** Stores `value` only when `key` has no value; returns the value that was there.
+    *
+    * @param key
+    *   the key
+    * @param value
+    *   the value to store if `key` has none
+    * @return
+    *   `key`'s value before the call: `None` if it had none (and now has `value`)
+    */
   def putIfAbsent(key: K, value: V): Option[V]
 
   /** Removes `key`; returns the value that was there. */
   def delete(key: K): Option[V]
 
-  /** Entries with `from <= key <= to` (both inclusive, as in Kafka), in key order. */
+  /** Entries with `from <= key <= to` (both inclusive, as in Kafka), in key order.
+    *
+    * @param from
+    *   the smallest key returned
+    * @param to
+    *   the largest key returned
+    * @param ordering
+    *   the keys' order
+    */
   def range(from: K, to: K)(implicit ordering: Ordering[K]): Iterator[(K, V)]
 
   /** Every entry (in the state store's order: that of the encoded keys). */
@@ -179,7 +242,17 @@ object Stores {
   def keyValue(name: String): StoreSpec =
     keyValue(name, Encoders.kryo[AnyRef], Encoders.kryo[AnyRef])
 
-  /** A key-value store whose keys and values Spark encodes with `keys` and `values`. */
+  /** A key-value store whose keys and values Spark encodes with `keys` and `values`.
+    *
+    * @param name
+    *   the store's name, unique among a processor's stores; part of what the checkpoint records
+    * @param keys
+    *   the keys' encoder, e.g. `Encoders.STRING`
+    * @param values
+    *   the values' encoder, e.g. `Encoders.scalaLong`
+    * @throws kstreams.KStreamsException
+    *   if `name` is null or empty
+    */
   def keyValue[K, V](name: String, keys: Encoder[K], values: Encoder[V]): StoreSpec = {
     if (name == null || name.isEmpty)
       throw new kstreams.KStreamsException("a store needs a name, e.g. Stores.keyValue(\"counts\")")
