@@ -1,0 +1,76 @@
+"""Checkpoints written by a release, checked in, so that a later change that could not read them
+fails a test (issue 39): one small query per operator family, two micro-batches each.
+
+    .venv/bin/python tests/checkpoint_fixtures.py     # (re)writes tests/fixtures/checkpoints/
+
+Spark's file source and Parquet sink record absolute paths in the checkpoint, so every query runs
+under ROOT, the same path when written and when tested (tests/test_checkpoint_fixtures.py copies a
+fixture back there).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Callable
+
+from kstreams_spark import KStream, TimeWindows
+
+sys.path.insert(0, os.path.dirname(__file__))
+from streams import Rec, StreamRun, with_offsets  # noqa: E402
+
+ROOT = "/tmp/kstreams-checkpoint-fixtures"
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "checkpoints")
+RELEASE = "0.1.0"  # the release that wrote the fixtures
+
+# three micro-batches on two partitions: duplicates within and across micro-batches, a late record,
+# a record that reopens a dead key, a null value (a table's delete)
+RECORDS = with_offsets(
+    [Rec("a", 1), Rec("b", 2), Rec("x", 3, partition=1), Rec("a", 5)]
+    + [Rec("c", 20), Rec("b", 9), Rec("x", 8, partition=1), Rec("y", 30, partition=1)]
+    + [Rec("a", 21), Rec("c", 25), Rec("b", 22, value=None), Rec("x", 41, partition=1)]
+)
+BATCHES = [RECORDS[:4], RECORDS[4:8], RECORDS[8:]]
+WRITTEN = 2  # micro-batches in a fixture; the test runs the third
+
+FAMILIES: dict[str, Callable] = {
+    "deduplicate_by_key": lambda d: KStream(d).deduplicate_by_key("10 seconds").df,
+    "deduplicate": lambda d: KStream(d).deduplicate("key", "10 seconds").df,
+    "windowed_distinct": lambda d: (
+        KStream(d).group_by_key().windowed_by(TimeWindows.of_size_with_no_grace("10 seconds")).distinct().df
+    ),
+    "count": lambda d: KStream(d).group_by_key().count().to_stream().df,
+    "to_table": lambda d: KStream(d).to_table().to_stream().df,
+}
+
+
+def run_batches(spark, root: str, family: str, batches) -> StreamRun:
+    """The family's query over `batches`, one micro-batch each, restarted between them."""
+    run = StreamRun(spark, root, FAMILIES[family])
+    for batch in batches:
+        run.add_batch(batch)
+        run.run()
+    return run
+
+
+def main() -> None:
+    sys.path.insert(0, os.path.dirname(__file__))
+    from local_spark import local_spark
+
+    spark = local_spark("kstreams-checkpoint-fixtures")
+    for family in FAMILIES:
+        root = os.path.join(ROOT, family)
+        shutil.rmtree(root, ignore_errors=True)
+        run_batches(spark, root, family, BATCHES[:WRITTEN])
+        target = os.path.join(FIXTURES, family)
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(root, target)
+        print(f"{family}: {target}")
+    with open(os.path.join(FIXTURES, "RELEASE"), "w") as f:
+        f.write(RELEASE + "\n")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
