@@ -243,6 +243,8 @@ def test_read_state_refuses_what_it_cannot_read_in_one_line(spark, tmp_path):
         f"operator #1 of {checkpoint} is {count}; reading state is supported for deduplicate_by_key, "
         "deduplicate_by_key_value, windowed_distinct, session_distinct, to_table only"
     )
+    out = subprocess.run([SCRIPT, "state", "show", checkpoint], capture_output=True, text=True, timeout=300)
+    assert (out.returncode, out.stderr) == (2, f"kstreams-spark state: error: {e.value}\n")
     with pytest.raises(KStreamsError) as e:
         read_state(spark, checkpoint, operator=2)
     assert (
