@@ -28,10 +28,9 @@ private[kstreams] object Deduplicate {
       lateRecords: LateRecords,
       metricName: String): (DataFrame, Option[DataFrame]) = {
     val resolved = columns.resolve(df)
-    parts.foreach { case (name, c) =>
-      StreamColumns.checkKeyType(s"dedup key part '$name'", df.select(c).schema.head.dataType)
-    }
+    // each part analyzed once: its type is checked and recorded for reading the state back
     val stateTypes = StructType(parts.map { case (name, c) => df.select(c).schema.head.copy(name = name) })
+    stateTypes.foreach(f => StreamColumns.checkKeyType(s"dedup key part '${f.name}'", f.dataType))
     val descriptor =
       parts
         .foldLeft(OperatorDescriptor.arrivalOrder(metricName, resolved).interval("interval", intervalMicros)) {

@@ -2,8 +2,6 @@ package kstreams
 package internal
 package inspect
 
-import java.time.Duration
-
 import com.fasterxml.jackson.databind.ObjectMapper
 import org.apache.hadoop.fs.Path
 import org.apache.spark.sql.{Column, DataFrame, SparkSession}
@@ -127,5 +125,5 @@ private[inspect] final class Settings(descriptor: String) {
   def apply(name: String): String =
     values.getOrElse(name, throw new KStreamsException(s"no $name in the recorded descriptor $descriptor"))
 
-  def micros(name: String): Long = Intervals.micros(Duration.parse(apply(name)))
+  def micros(name: String): Long = Intervals.micros(apply(name)) // ISO-8601, as rendered
 }

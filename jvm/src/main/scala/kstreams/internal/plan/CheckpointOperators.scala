@@ -12,6 +12,7 @@ import org.apache.hadoop.fs.{FileSystem, Path}
 import org.apache.spark.SparkContext
 import org.apache.spark.sql.execution.streaming.runtime.StreamExecution
 import org.apache.spark.sql.kstreams.RunningQueries
+import org.apache.spark.sql.types.{DataType, StructType}
 
 /** The kstreams operators a checkpoint holds state for, in `<checkpoint>/kstreams/operators.json`,
   * and the check that a restarted query runs the same ones (spec section 8: a restarted query
@@ -47,6 +48,7 @@ private[kstreams] object CheckpointOperators {
     * [[kstreams.CheckpointState]]. Not checked: filled in by the first run that knows them, so a
     * checkpoint written before this list existed gets it at its next restart. */
   private val StateTypes = "state_types"
+  private val Stored = Lists :+ StateTypes
 
   /** Per query, the run being checked and the positions its operators were given, per list. */
   private final case class Run(runId: UUID, checkpoint: Path, recorded: Map[String, mutable.ArrayBuffer[String]]) {
@@ -66,12 +68,11 @@ private[kstreams] object CheckpointOperators {
 
   /** What `checkpoint` records, for tools that read it: the JVM operators' descriptors in order, each
     * with its state types if known. Empty for a checkpoint without the file. */
-  def recorded(checkpoint: String): Seq[(String, Option[org.apache.spark.sql.types.StructType])] = {
+  def recorded(checkpoint: String): Seq[(String, Option[StructType])] = {
     val lists = read(new Path(checkpoint, FileName))
     lists("operators").toSeq.zipWithIndex.map { case (descriptor, i) =>
       val key = lists(StateTypes).lift(i).filter(_.nonEmpty)
-      descriptor -> key.map(json =>
-        org.apache.spark.sql.types.DataType.fromJson(json).asInstanceOf[org.apache.spark.sql.types.StructType])
+      descriptor -> key.map(json => DataType.fromJson(json).asInstanceOf[StructType])
     }
   }
 
@@ -89,28 +90,24 @@ private[kstreams] object CheckpointOperators {
       if (!positions.containsKey(processor)) {
         val position = positions.size
         positions.put(processor, position)
+        val added = position >= recorded.size
+        if (added) recorded += descriptor
+        else if (recorded(position) != descriptor)
+          throw new KStreamsException(
+            s"the checkpoint ${query.resolvedCheckpointRoot} holds the state of kstreams operator " +
+              s"#${position + 1} ${recorded(position)}, but this query runs $descriptor in its " +
+              "place; state written under other settings would give other results. Start this query " +
+              "on a new checkpoint location, or run it with the settings the checkpoint was written " +
+              s"with (the checkpoint's operators, in order: ${recorded.mkString("; ")})")
+        // the state's types beside the descriptor, wherever they are missing (a new operator, or one
+        // recorded by a release that did not record them)
         val typesRecorded = run.recorded(StateTypes)
-        if (position < recorded.size) {
-          if (recorded(position) != descriptor)
-            throw new KStreamsException(
-              s"the checkpoint ${query.resolvedCheckpointRoot} holds the state of kstreams operator " +
-                s"#${position + 1} ${recorded(position)}, but this query runs $descriptor in its " +
-                "place; state written under other settings would give other results. Start this query " +
-                "on a new checkpoint location, or run it with the settings the checkpoint was written " +
-                s"with (the checkpoint's operators, in order: ${recorded.mkString("; ")})")
-          if (list == "operators" && types.nonEmpty && !typesRecorded.lift(position).exists(_.nonEmpty)) {
-            while (typesRecorded.size <= position) typesRecorded += ""
-            typesRecorded(position) = types
-            write(run.checkpoint, run.recorded)
-          }
-        } else {
-          recorded += descriptor
-          if (list == "operators") {
-            while (typesRecorded.size < position) typesRecorded += ""
-            typesRecorded += types
-          }
-          write(run.checkpoint, run.recorded)
+        val typesAdded = list == "operators" && types.nonEmpty && !typesRecorded.lift(position).exists(_.nonEmpty)
+        if (typesAdded) {
+          while (typesRecorded.size <= position) typesRecorded += ""
+          typesRecorded(position) = types
         }
+        if (added || typesAdded) write(run.checkpoint, run.recorded)
       }
     }
 
@@ -119,12 +116,12 @@ private[kstreams] object CheckpointOperators {
 
   private def read(path: Path): Map[String, mutable.ArrayBuffer[String]] = {
     val fs = fileSystem(path)
-    val recorded = (Lists :+ StateTypes).map(_ -> mutable.ArrayBuffer.empty[String]).toMap
+    val recorded = Stored.map(_ -> mutable.ArrayBuffer.empty[String]).toMap
     if (fs.exists(path)) {
       val in = fs.open(path)
       try {
         val root = mapper.readTree(in)
-        (Lists :+ StateTypes).foreach(list => root.path(list).forEach(node => recorded(list) += node.asText()))
+        Stored.foreach(list => root.path(list).forEach(node => recorded(list) += node.asText()))
       } finally in.close()
     }
     recorded
@@ -137,7 +134,7 @@ private[kstreams] object CheckpointOperators {
     val fs = fileSystem(path)
     val root = mapper.createObjectNode()
     root.put("version", 1)
-    (Lists :+ StateTypes).foreach { name =>
+    Stored.foreach { name =>
       // a checkpoint without Python processors keeps the file earlier releases wrote
       if (name == "operators" || recorded(name).exists(_.nonEmpty)) {
         val list = root.putArray(name)
