@@ -1,0 +1,10 @@
+package kstreams.processor
+
+/** Makes a new [[Processor]] for each input partition; shipped to the executors, so it must be
+  * serializable (a lambda is).
+  *
+  * {{{ val supplier: ProcessorSupplier[String, Long] = () => new Sum }}}
+  */
+trait ProcessorSupplier[K, V] extends Serializable {
+  def get(): Processor[K, V]
+}

@@ -1,0 +1,9 @@
+package kstreams.processor
+
+/** A callback for one schedule, instead of the processor's `punctuate`.
+  *
+  * {{{ context.schedule(Duration.ofMinutes(1), PunctuationType.WallClockTime, t => flush(t)) }}}
+  */
+trait Punctuator extends Serializable {
+  def punctuate(timestamp: Long): Unit
+}
