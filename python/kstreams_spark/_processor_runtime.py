@@ -19,7 +19,7 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, St
 from kstreams_spark.errors import KStreamsError
 from kstreams_spark.processor import KeyValueStore, Processor, ProcessorContext, PunctuationType, Record
 
-# Helper columns of the prepared input (kstreams.internal.plan.ArrivalOrder) and the forwarded timestamp.
+# Helper columns of the prepared input (kstreams.internal.plan.PartitionInput) and the forwarded timestamp.
 GROUP = "__kstreams_group"
 PARTITION = "__kstreams_partition"
 ORDER = "__kstreams_order"

@@ -363,8 +363,8 @@ final class KStream private[kstreams] (val df: DataFrame, val columns: StreamCol
 }
 
 object KStream {
-  private val NewKey = "__kstreams_new_key"
-  private val NewValue = "__kstreams_new_value"
+  private val NewKey = internal.plan.HelperColumns.NewKey
+  private val NewValue = internal.plan.HelperColumns.NewValue
 
   /** A KStream over `df` with the column names of Spark's Kafka source. */
   def apply(df: DataFrame): KStream = new KStream(df, StreamColumns())

@@ -110,7 +110,7 @@ object KTable {
   /** Hidden column of a table's changes: increasing in the order the producing task emitted them.
     * A key's changes all come from the one task that holds the key, so per key this is the order
     * of its changes inside a micro-batch (micro-batches are in order anyway). */
-  private[kstreams] val ChangeOrder = "__kstreams_change"
+  private[kstreams] val ChangeOrder = internal.plan.HelperColumns.TableChange
 
   /** The table whose changes are `result`'s rows, as the processor that made them emitted them
     * (call it on the processor's output before any shuffle). */

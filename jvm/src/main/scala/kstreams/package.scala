@@ -9,9 +9,9 @@
   *
   * | concept (spec section, KIP) | public API | built in |
   * |---|---|---|
-  * | records, arrival order, stream time (1) | [[KStream]], [[StreamColumns]], [[NullTimestamps]] | `internal/plan/InputColumns`, `ArrivalOrder`, `Keyed`, `ResolvedColumns`, `SparkSessionChecks` |
+  * | records, arrival order, stream time (1) | [[KStream]], [[StreamColumns]], [[NullTimestamps]] | `internal/plan/InputColumns`, `PartitionInput`, `CompactInput`, `ArrivalMerge`, `Keyed`, `ResolvedColumns`, `SparkSessionChecks`, `internal/state/OrderCheck` |
   * | what operators count and drop (README "Metrics") | | `internal/plan/Stateful`, `HelperColumns` (`DropReasons`) |
-  * | dedup by key, key + value, global (2, KIP-655) | [[KStream]]`.deduplicate*` | `internal/dedup/Deduplicate`, `PerPartitionDedup` (`EntryMap`), `GlobalDedup` (`IdMap`, `GlobalLog`), `SpillableStore`, `DedupCaches`, `TimeBucketChunks` |
+  * | dedup by key, key + value, global (2, KIP-655) | [[KStream]]`.deduplicate*` | `internal/dedup/Deduplicate`, `PerPartitionDedup` (`EntryMap`), `GlobalDedup` (`SpreadInput`, `IdMap`, `GlobalLog`), `SpillableStore`, `DedupCaches`, `TimeBucketChunks` |
   * | windowed distinct (3) | [[TimeWindowedKStream]], [[SessionWindowedKStream]]`.distinct` | `internal/window/WindowedDistinct` |
   * | late records: forward, drop or side output (2, 3; README "Late records") | [[LateRecords]], [[KStream]]`.sideOutput`, `.withSideOutput`, [[KTable]]`.sideOutput`, `.withSideOutput` | `internal/dedup/CompactEmitter`, `internal/window/WindowedDistinct`, `internal/aggregate/Aggregate` (`LateRows`) |
   * | exactly once to Kafka (8; README "Exactly once to Kafka") | [[KStream]]`.to(topic, exactlyOnce)` | `internal/sink/ExactlyOnceKafkaSink` |
@@ -20,7 +20,7 @@
   * | stream-stream joins (5) | [[KStream]]`.join`, [[JoinWindows]] | `internal/join/StreamJoin`, `JoinKind` |
   * | tables, emit on change (6, KIP-557), table-table joins (5) | [[KTable]] | `internal/table/TableSource`, `TableJoin` |
   * | processor API (7, KIP-28) | `kstreams.processor` (`Processor`, `Topology`...) | `internal/runner/ProcessorRunner` (`ProcessorPlan`), `TopologyGraph` |
-  * | state, eviction (8) | | `internal/state/Sweeper`, `PartitionClocks`, `internal/plan/ArrivalOrder` (`StreamTimes`), `TaskClocks` |
+  * | state, eviction (8) | | `internal/state/Sweeper`, `PartitionClocks`, `StreamTimes`, `internal/plan/TaskClocks` |
   * | restarts: a checkpoint's operators (8) | [[KStream]]`.configure` | `internal/plan/OperatorDescriptor`, `CheckpointOperators` |
   * | reading a checkpoint: its operators, the state of dedup, windowed distinct and tables (2, 3, 6, 8; README "Operating a query") | [[CheckpointState]] | `internal/inspect/OperatorState`, `DedupState`, `WindowState`, `TableState`, `internal/plan/CheckpointOperators` |
   * | Python | the types above, called from `kstreams_spark` | `PythonAPI` (what py4j cannot express) |

@@ -6,7 +6,7 @@ import org.apache.spark.sql.types.StructType
 
 import kstreams._
 
-import kstreams.internal.dedup.SpreadRecord
+import kstreams.internal.dedup.{SpreadInput, SpreadRecord}
 import kstreams.internal.plan._
 
 /** The benchmark's floor for any `transformWithState` operator: the input prepared exactly as
@@ -22,7 +22,7 @@ object TwsFloor {
   def passThrough(df: DataFrame): DataFrame = {
     val columns = StreamColumns()
     val resolved = columns.resolve(df)
-    val (grouped, userSchema) = ArrivalOrder.prepareCompact(df, resolved, Seq(df.col(columns.key)), Some(10000000L))
+    val (grouped, userSchema) = CompactInput.prepare(df, resolved, Seq(df.col(columns.key)), Some(10000000L))
     run(grouped, new PassThrough[CompactRecord](_.payload), userSchema)
   }
 
@@ -30,7 +30,7 @@ object TwsFloor {
   def spreadPassThrough(df: DataFrame, idColumn: String): DataFrame = {
     val resolved = StreamColumns().resolve(df)
     val (grouped, userSchema) =
-      ArrivalOrder.prepareSpread(df, resolved, Seq(df.col(idColumn)), SpreadRecord.Groups, Some(10000000L))
+      SpreadInput.prepare(df, resolved, Seq(df.col(idColumn)), SpreadRecord.Groups, Some(10000000L))
     // markers carry a partition's stream time to every group, not a record: never forwarded
     run(grouped, new PassThrough[SpreadRecord](r => if (r.marker) null else r.payload), userSchema)
   }
@@ -39,14 +39,10 @@ object TwsFloor {
       grouped: KeyValueGroupedDataset[Int, R],
       processor: StatefulProcessor[Int, R, CompactOutput],
       userSchema: StructType): DataFrame =
-    ArrivalOrder.unpack(
-      Stateful.runCounted(
-        grouped,
-        processor,
-        OperatorDescriptor("tws_floor"),
-        TimeMode.EventTime(),
-        "kstreams_tws_floor",
-        Nil),
+    CompactInput.unpack(
+      Stateful.forwardedOnly(
+        Stateful
+          .runCountedAll(grouped, processor, OperatorDescriptor("kstreams_tws_floor"), TimeMode.EventTime(), Nil)),
       userSchema)
 
   /** Forwards each record's `payload(record)` (null: not a record, skipped) and counts them in one

@@ -30,15 +30,15 @@ import kstreams.internal.window.WindowedDistinct
 private[kstreams] object Aggregate {
 
   /** Names the adder's inputs have: the running aggregate and the record's value. */
-  val AggInput = "__kstreams_agg"
-  val ValueInput = "__kstreams_value"
-  val WindowStart = "__kstreams_window_start"
-  val WindowEnd = "__kstreams_window_end"
-  val Result = "__kstreams_result"
-  val ResultTs = "__kstreams_result_ts"
+  val AggInput = HelperColumns.AggregateSoFar
+  val ValueInput = HelperColumns.AggregateValue
+  val WindowStart = HelperColumns.WindowStart
+  val WindowEnd = HelperColumns.WindowEnd
+  val Result = HelperColumns.AggregateResult
+  val ResultTs = HelperColumns.AggregateResultTs
 
   /** The processor's output column with a late record routed to the side output ([[LateRows]]). */
-  val LateRecord = "__kstreams_late_record"
+  val LateRecord = HelperColumns.LateRecord
 
   /** How to fold: `initializer` None means "the first value" (reduce). `merger` combines two
     * aggregates (given as the adder's two inputs) when session windows merge; reduce merges with
@@ -114,7 +114,6 @@ private[kstreams] object Aggregate {
           input.descriptor(fold.name),
           TimeMode.None(),
           outputSchema,
-          fold.name,
           reasons
         )
       case Tumbling(windows) =>
@@ -125,7 +124,6 @@ private[kstreams] object Aggregate {
           TaskClocks.describe(input.descriptor(name).windows(windows)),
           TimeMode.None(),
           outputSchema,
-          name,
           reasons
         )
       case Sessions(windows) =>
@@ -137,7 +135,6 @@ private[kstreams] object Aggregate {
           TaskClocks.describe(input.descriptor(name).windows(windows)),
           TimeMode.None(),
           outputSchema,
-          name,
           reasons
         )
     }
@@ -193,7 +190,7 @@ private[kstreams] final class AggregateProcessor(
       // windowed aggregations fold it in (spec section 5)
       else if (r.isNullAt(valueIndex)) out += drop(DropReasons.NullValue)
       else {
-        val ts = r.getLong(layout.tsIndex)
+        val ts = r.getLong(layout.timestampMicrosIndex)
         // a null aggregate is no aggregate, as in Kafka's stores (a put of null deletes): the
         // next record starts from the initializer again (reduce: from its own value)
         val old = (if (results.containsKey(0L)) Some(results.getValue(0L)) else None).filter(!_.isNullAt(0))

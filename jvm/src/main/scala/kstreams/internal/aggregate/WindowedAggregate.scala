@@ -109,7 +109,8 @@ private[kstreams] abstract class WindowedAggregateProcessor(
         val bytes = ByteBuffer.wrap(keyBytes(key))
         val entry = cache.getOrElseUpdate(bytes, load(bytes).getOrElse(new KeyWindows(key, Vector.empty)))
         val streamTime = clocks.streamTime(partition, r.getLong(layout.batchStreamTimeIndex))
-        fold(entry, r, r.getLong(keyed.tsIndex), streamTime, out).foreach(w => index.add(expiryMicros(w), bytes))
+        fold(entry, r, r.getLong(keyed.timestampMicrosIndex), streamTime, out).foreach(w =>
+          index.add(expiryMicros(w), bytes))
       }
     }
     val evictBefore = clocks.end(nowMs)

@@ -39,8 +39,8 @@ private[kstreams] object Deduplicate {
         .withStateTypes(stateTypes)
     scope match {
       case DedupScope.PerPartition =>
-        perPartition(df, resolved, parts, intervalMicros, lateRecords, metricName, descriptor)
-      case DedupScope.Global => global(df, resolved, parts, intervalMicros, lateRecords, metricName, descriptor)
+        perPartition(df, resolved, parts, intervalMicros, lateRecords, descriptor)
+      case DedupScope.Global => global(df, resolved, parts, intervalMicros, lateRecords, descriptor)
     }
   }
 
@@ -51,10 +51,9 @@ private[kstreams] object Deduplicate {
       parts: Seq[(String, Column)],
       intervalMicros: Long,
       lateRecords: LateRecords,
-      metricName: String,
       descriptor: OperatorDescriptor): (DataFrame, Option[DataFrame]) = {
     val (grouped, userSchema) =
-      ArrivalOrder.prepareSpread(df, resolved, parts.map(_._2), SpreadRecord.Groups, Some(intervalMicros))
+      SpreadInput.prepare(df, resolved, parts.map(_._2), SpreadRecord.Groups, Some(intervalMicros))
     val processor = new GlobalDedupProcessor(
       intervalMicros,
       hasOffset = resolved.offset.isDefined,
@@ -63,7 +62,7 @@ private[kstreams] object Deduplicate {
       lateRecords,
       idleMs = PartitionClocks.idleTimeoutMs(df.sparkSession)
     )
-    run(df, grouped, processor, descriptor, userSchema, lateRecords, metricName)
+    run(df, grouped, processor, descriptor, userSchema, lateRecords)
   }
 
   /** By-key and by-key-value: state per input partition, in the time-bucketed compact processor. */
@@ -73,9 +72,8 @@ private[kstreams] object Deduplicate {
       parts: Seq[(String, Column)],
       intervalMicros: Long,
       lateRecords: LateRecords,
-      metricName: String,
       descriptor: OperatorDescriptor): (DataFrame, Option[DataFrame]) = {
-    val (grouped, userSchema) = ArrivalOrder.prepareCompact(df, resolved, parts.map(_._2), Some(intervalMicros))
+    val (grouped, userSchema) = CompactInput.prepare(df, resolved, parts.map(_._2), Some(intervalMicros))
     val processor = new PerPartitionDedupProcessor(
       intervalMicros,
       hasOffset = resolved.offset.isDefined,
@@ -84,12 +82,12 @@ private[kstreams] object Deduplicate {
       lateRecords,
       idleMs = PartitionClocks.idleTimeoutMs(df.sparkSession)
     )
-    run(df, grouped, processor, descriptor, userSchema, lateRecords, metricName)
+    run(df, grouped, processor, descriptor, userSchema, lateRecords)
   }
 
   /** Runs either dedup processor over its prepared input and unpacks the forwarded records into
     * the user's schema, counting duplicates (and late records, unless forwarded) under
-    * `metricName`; with [[LateRecords.SideOutput]], also the forwarded and the late records in
+    * the descriptor's metric; with [[LateRecords.SideOutput]], also the forwarded and the late records in
     * one DataFrame, with [[LateRecords.ReasonColumn]] "late" for the late ones (null for the
     * others): [[KStream.withSideOutput]]. */
   private def run[T](
@@ -98,8 +96,7 @@ private[kstreams] object Deduplicate {
       processor: StatefulProcessor[Int, T, CompactOutput],
       descriptor: OperatorDescriptor,
       userSchema: StructType,
-      lateRecords: LateRecords,
-      metricName: String): (DataFrame, Option[DataFrame]) = {
+      lateRecords: LateRecords): (DataFrame, Option[DataFrame]) = {
     val lateReasons = lateRecords match {
       case LateRecords.Forward => Nil
       case LateRecords.Drop => Seq(DropReasons.Late)
@@ -110,13 +107,12 @@ private[kstreams] object Deduplicate {
       processor,
       descriptor,
       Stateful.eventTime(df.isStreaming),
-      metricName,
       DropReasons.Duplicate +: lateReasons)
-    val forwarded = ArrivalOrder.unpack(Stateful.forwardedOnly(all), userSchema)
+    val forwarded = CompactInput.unpack(Stateful.forwardedOnly(all), userSchema)
     val withSideOutput =
       if (lateRecords != LateRecords.SideOutput) None
       else
-        Some(ArrivalOrder.unpack(Stateful.forwardedOrRouted(all), userSchema, Stateful.sideOutputReason(LateReason)))
+        Some(CompactInput.unpack(Stateful.forwardedOrRouted(all), userSchema, Stateful.sideOutputReason(LateReason)))
     (forwarded, withSideOutput)
   }
 

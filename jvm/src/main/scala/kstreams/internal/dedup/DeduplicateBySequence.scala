@@ -7,13 +7,14 @@ import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types._
 
 import kstreams.internal.plan._
+import kstreams.internal.state.OrderCheck
 
 /** Sequence-number deduplication (spec section 4): per input partition, a record is
   * forwarded only if its sequence number is greater than the highest forwarded on that partition.
   * A null sequence number is forwarded and leaves the high-water mark unchanged.
   */
 private[kstreams] object DeduplicateBySequence {
-  val Sequence = "__kstreams_sequence"
+  val Sequence = HelperColumns.Sequence
 
   def apply(df: DataFrame, columns: StreamColumns, sequence: Column): DataFrame = {
     val resolved = columns.resolve(df, timestampRequired = false)
@@ -25,7 +26,7 @@ private[kstreams] object DeduplicateBySequence {
             "(cast it, e.g. col('seq').cast('long'))")
     }
     val prepared =
-      ArrivalOrder.prepare(
+      PartitionInput.prepare(
         df,
         resolved,
         Seq(Sequence -> sequence.cast(LongType)),
@@ -38,7 +39,6 @@ private[kstreams] object DeduplicateBySequence {
       OperatorDescriptor.arrivalOrder("kstreams_deduplicate_by_sequence", resolved).expression("sequence", sequence),
       TimeMode.None(),
       prepared.outputSchema(),
-      "kstreams_deduplicate_by_sequence",
       Seq(DropReasons.Duplicate)
     )
   }
@@ -47,13 +47,13 @@ private[kstreams] object DeduplicateBySequence {
 /** Keeps one number per input partition: the highest sequence number forwarded, written at the
   * end of each call (in a real-time query each record comes in a call of its own: one state write
   * per forwarded record). */
-private[kstreams] final class SequenceProcessor(layout: ArrivalOrder.Layout, sequenceIndex: Int)
+private[kstreams] final class SequenceProcessor(layout: PartitionInput.Layout, sequenceIndex: Int)
     extends StatefulProcessor[Int, Row, Row]
     with RealTimeCapable {
 
-  private val output = new ArrivalOrder.Output(layout, extraWidth = 0)
+  private val output = new PartitionInput.Output(layout, extraWidth = 0)
   @transient private var highWater: MapState[Int, Long] = _
-  @transient private lazy val order = new OrderCheck(layout)
+  @transient private lazy val order = new OrderCheck(layout.partitionIndex, layout.orderIndex)
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit =
     highWater = getHandle.getMapState[Int, Long]("highWater", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)

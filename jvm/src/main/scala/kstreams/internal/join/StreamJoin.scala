@@ -68,7 +68,6 @@ private[kstreams] object StreamJoin {
         TaskClocks.describe(keyed.descriptor(name).windows(windows)),
         TimeMode.None(),
         outputSchema,
-        name,
         Seq(DropReasons.NullKey, DropReasons.NullValue)
       )
       .select(
@@ -224,7 +223,7 @@ private[kstreams] final class StreamJoinProcessor(
       if (r.getBoolean(layout.markerIndex))
         clocks.indices.foreach(c => clocks(c).marker(partition, r.getLong(layout.clockIndex(c))))
       else {
-        val ts = r.getLong(keyed.tsIndex)
+        val ts = r.getLong(keyed.timestampMicrosIndex)
         val side = r.getInt(keyed.sideIndex)
         val value = r.get(keyed.valueIndex(side))
         val keyValue = r.get(keyed.keyIndex)

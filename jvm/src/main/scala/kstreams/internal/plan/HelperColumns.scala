@@ -2,8 +2,9 @@ package kstreams
 package internal
 package plan
 
-/** Names of the columns kstreams adds to a plan, in one place. All start with `__kstreams_`, so they
-  * never clash with a user's column, and none of them reaches an operator's result. */
+/** Names of the columns kstreams adds to a plan, in one place: those several operators share, then
+  * those of one operator. All start with `__kstreams_`, so they never clash with a user's column,
+  * and none of them reaches an operator's result. */
 private[kstreams] object HelperColumns {
 
   /** The `transformWithState` group of an arrival-order operator: the input partition (a Kafka
@@ -48,6 +49,50 @@ private[kstreams] object HelperColumns {
 
   /** How many records a compact processor dropped for the row's [[Dropped]] reason. */
   val DroppedCount = "__kstreams_count"
+
+  // Columns of one operator: read only by its planning and its processor, which name them by a
+  // short alias of their own (e.g. `Aggregate.AggInput`); listed here so that every column name
+  // kstreams adds is in this one place.
+
+  /** An aggregation's adder inputs, the running aggregate and the record's value (`Aggregate`). */
+  val AggregateSoFar = "__kstreams_agg"
+  val AggregateValue = "__kstreams_value"
+
+  /** An aggregation's result and its timestamp (micros) (`Aggregate`). */
+  val AggregateResult = "__kstreams_result"
+  val AggregateResultTs = "__kstreams_result_ts"
+
+  /** A windowed operator's window bounds in micros (`Aggregate`, `WindowedDistinct`). */
+  val WindowStart = "__kstreams_window_start"
+  val WindowEnd = "__kstreams_window_end"
+
+  /** A windowed distinct's key, as one struct (`WindowedDistinct`). */
+  val WindowKey = "__kstreams_window_key"
+
+  /** A late record an aggregation routes to its side output (`Aggregate`'s `LateRows`). */
+  val LateRecord = "__kstreams_late_record"
+
+  /** The sequence number `deduplicateBySequence` compares (`DeduplicateBySequence`). */
+  val Sequence = "__kstreams_sequence"
+
+  /** A table change's place in the order its task emitted it (`KTable`). */
+  val TableChange = "__kstreams_change"
+
+  /** True on a table-join row that deletes its key (`TableJoin`). */
+  val Tombstone = "__kstreams_tombstone"
+
+  /** The new key and value of `selectKey`/`map` before they replace the record's (`KStream`). */
+  val NewKey = "__kstreams_new_key"
+  val NewValue = "__kstreams_new_value"
+
+  /** A processor DAG's forwarded timestamp (micros) and the sink a row goes to (`ProcessorPlan`). */
+  val ProcessorTimestampMicros = "__kstreams_forward_ts"
+  val ProcessorSink = "__kstreams_sink"
+
+  /** Which source of a processor DAG a row came from (its index), and its place in that source
+    * (`ProcessorPlan`). */
+  val ProcessorSource = "__kstreams_source"
+  val ProcessorSourceOrder = "__kstreams_source_order"
 
   /** `name` as a column reference, whatever characters it holds. */
   def quote(name: String): String = "`" + name.replace("`", "``") + "`"

@@ -142,7 +142,7 @@ private[kstreams] object InputColumns {
     )
 
   /** The user's schema as arrival-order operators return it: the timestamp column without its
-    * watermark metadata, which they strip to keep late records (see [[ArrivalOrder]]). */
+    * watermark metadata, which they strip to keep late records (see [[PartitionInput]]). */
   def userSchema(df: DataFrame, resolved: ResolvedColumns): StructType =
     StructType(df.schema.fields.map(f =>
       if (resolved.timestamp.exists(_.name == f.name)) f.copy(metadata = Metadata.empty) else f))

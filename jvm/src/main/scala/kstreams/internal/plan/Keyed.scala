@@ -27,14 +27,31 @@ import kstreams.internal.plan.HelperColumns.quote
 private[kstreams] object Keyed {
   val WatermarkDelayKey = "spark.watermarkDelayMs"
 
-  /** Input positions, shared by all processors of this file's family. */
-  final case class Layout(sides: Int) {
-    val keyIndex = 0
-    val sideIndex = 1
-    val partitionIndex = 2
-    val orderIndex = 3
-    val tsIndex = 4
-    def valueIndex(side: Int): Int = 5 + side
+  /** Positions in the sides' rows, shared by all processors of this file's family; found by name
+    * in the rows' schema, as [[PartitionInput.Layout]]'s are. */
+  final case class Layout(
+      sides: Int,
+      keyIndex: Int,
+      sideIndex: Int,
+      partitionIndex: Int,
+      orderIndex: Int,
+      timestampMicrosIndex: Int,
+      valueIndexes: IndexedSeq[Int]) {
+    def valueIndex(side: Int): Int = valueIndexes(side)
+  }
+
+  object Layout {
+
+    /** The positions of the helper columns in `schema`, rows of `sides` sides. */
+    def of(schema: StructType, sides: Int): Layout = Layout(
+      sides,
+      keyIndex = schema.fieldIndex(Key),
+      sideIndex = schema.fieldIndex(Side),
+      partitionIndex = schema.fieldIndex(Partition),
+      orderIndex = schema.fieldIndex(Order),
+      timestampMicrosIndex = schema.fieldIndex(TimestampMicros),
+      valueIndexes = (0 until sides).map(i => schema.fieldIndex(value(i)))
+    )
   }
 
   /** The sides' rows ([[HelperColumns.Key]], [[HelperColumns.Side]], [[HelperColumns.Partition]],
@@ -106,7 +123,7 @@ private[kstreams] object Keyed {
     val defaultDelay = if (streaming) Some(0L) else None
     Input(
       unioned,
-      Layout(sides.size),
+      Layout.of(unioned.schema, sides.size),
       keyFields.head,
       valueTypes,
       delays.flatten.reduceOption(_ max _).orElse(defaultDelay),
@@ -133,7 +150,9 @@ private[kstreams] object Keyed {
         (
           r.getInt(layout.partitionIndex),
           if (r.isNullAt(layout.orderIndex)) Long.MinValue else r.getLong(layout.orderIndex))).toSeq)
-    ArrivalOrder.merge(sorted, r => if (r.isNullAt(layout.tsIndex)) Long.MinValue else r.getLong(layout.tsIndex))
+    ArrivalMerge.merge(
+      sorted,
+      r => if (r.isNullAt(layout.timestampMicrosIndex)) Long.MinValue else r.getLong(layout.timestampMicrosIndex))
   }
 
   /** `micros` as the result's timestamp column `name`, with the watermark metadata of the input

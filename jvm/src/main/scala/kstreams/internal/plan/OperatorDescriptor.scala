@@ -28,6 +28,10 @@ private[kstreams] final case class OperatorDescriptor(
     operator: String,
     settings: Seq[(String, String)],
     stateTypes: Option[StructType] = None) {
+
+  /** The observed metric that counts what the operator forwarded and dropped (README "Metrics"). */
+  def metricName: String = "kstreams_" + operator
+
   def render: String = settings.map { case (k, v) => s"$k=$v" }.mkString(s"$operator(", ", ", ")")
 
   def withStateTypes(schema: StructType): OperatorDescriptor = copy(stateTypes = Some(schema))
@@ -95,7 +99,7 @@ private[kstreams] final class DescribedProcessor[K, I, O](
 }
 
 /** A processor that runs in a real-time query (spec section 8) as in a micro-batch: it reads the
-  * real-time branch of [[ArrivalOrder.prepare]] or [[ArrivalOrder.prepareCompact]] (unsorted, in
+  * real-time branch of [[PartitionInput.prepare]] or [[CompactInput.prepare]] (unsorted, in
   * each partition's order, one row per `handleInputRows` call; the compact input with an
   * end-of-batch marker per input partition, [[EndMarkers]]), [[Keyed.Input.grouped]] (one
   * group per key: Spark's shuffle by key, which in real-time mode has no sort after it, delivers

@@ -21,16 +21,16 @@ private[kstreams] object Stateful {
 
   /** Runs `processor` over `grouped`; its output rows have `outputSchema`, whose last column is
     * [[HelperColumns.Dropped]] (see [[DropMarker]]). Returns the forwarded rows without that column,
-    * counted (forwarded, and each of `reasons`) in the observed metric `metricName`. */
+    * counted (forwarded, and each of `reasons`) in the observed metric the descriptor names
+    * ([[OperatorDescriptor.metricName]]: a call site names its operator once). */
   def run[K](
       grouped: KeyValueGroupedDataset[K, Row],
       processor: StatefulProcessor[K, Row, Row],
       descriptor: OperatorDescriptor,
       timeMode: TimeMode,
       outputSchema: StructType,
-      metricName: String,
       reasons: Seq[String]): DataFrame =
-    forwardedOnly(runAll(grouped, processor, descriptor, timeMode, outputSchema, metricName, reasons))
+    forwardedOnly(runAll(grouped, processor, descriptor, timeMode, outputSchema, reasons))
 
   /** [[run]] with every row the processor emitted, [[Dropped]] included: the forwarded ones (null),
     * the dropped ones and those routed aside (e.g. [[DropReasons.LateSideOutput]]), counted. */
@@ -40,40 +40,30 @@ private[kstreams] object Stateful {
       descriptor: OperatorDescriptor,
       timeMode: TimeMode,
       outputSchema: StructType,
-      metricName: String,
       reasons: Seq[String]): DataFrame = {
     require(outputSchema.last.name == Dropped, s"the last output column must be $Dropped")
-    count(transform(grouped, processor, descriptor, timeMode)(Encoders.row(outputSchema)), metricName, reasons)
+    count(
+      transform(grouped, processor, descriptor, timeMode)(Encoders.row(outputSchema)),
+      descriptor.metricName,
+      reasons)
   }
 
-  /** Runs a processor that counts its drops itself ([[CompactOutput]]): like [[run]], the result
-    * holds the forwarded payloads only. */
-  def runCounted[K, V](
-      grouped: KeyValueGroupedDataset[K, V],
-      processor: StatefulProcessor[K, V, CompactOutput],
-      descriptor: OperatorDescriptor,
-      timeMode: TimeMode,
-      metricName: String,
-      reasons: Seq[String]): DataFrame =
-    forwardedOnly(runCountedAll(grouped, processor, descriptor, timeMode, metricName, reasons))
-
-  /** [[runCounted]] with every row the processor emitted: the forwarded ones ([[Dropped]] null),
-    * the count rows, and the records it routed aside (e.g. [[DropReasons.LateSideOutput]]); pick
-    * the forwarded ones with [[forwardedOnly]]. Each reason of `reasons` is counted in the metric
-    * `metricName`. */
+  /** Runs a processor that counts its drops itself ([[CompactOutput]]): every row it emitted, the
+    * forwarded ones ([[Dropped]] null), the count rows, and the records it routed aside (e.g.
+    * [[DropReasons.LateSideOutput]]); pick the forwarded ones with [[forwardedOnly]]. Each reason
+    * of `reasons` is counted in the operator's metric ([[OperatorDescriptor.metricName]]). */
   def runCountedAll[K, V](
       grouped: KeyValueGroupedDataset[K, V],
       processor: StatefulProcessor[K, V, CompactOutput],
       descriptor: OperatorDescriptor,
       timeMode: TimeMode,
-      metricName: String,
       reasons: Seq[String]): DataFrame = {
     val processed =
       transform(grouped, processor, descriptor, timeMode)(Encoders.product[CompactOutput]).toDF()
     val dropped = col(Dropped)
     val counts = count_if(dropped.isNull).as("forwarded") +: reasons.map(r =>
       coalesce(sum(when(dropped === lit(r), col(DroppedCount))), lit(0L)).as(r))
-    processed.observe(InputColumns.observationName(processed, metricName), counts.head, counts.tail: _*)
+    processed.observe(InputColumns.observationName(processed, descriptor.metricName), counts.head, counts.tail: _*)
   }
 
   /** The rows of [[runAll]] or [[runCountedAll]] that were forwarded or routed to the side output

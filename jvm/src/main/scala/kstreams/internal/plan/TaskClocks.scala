@@ -34,7 +34,7 @@ import kstreams.internal.plan.HelperColumns._
   * largest timestamp of its partition up to and including it, whatever other partitions did.
   *
   * The sides of a two-sided input meet in the task as a Kafka Streams task takes its partitions:
-  * each side in offset order, merged by timestamp, ties to the lower side ([[ArrivalOrder.merge]]).
+  * each side in offset order, merged by timestamp, ties to the lower side ([[ArrivalMerge.merge]]).
   */
 private[kstreams] object TaskClocks {
 
@@ -145,7 +145,7 @@ private[kstreams] object TaskClocks {
       }.flatten
     }
 
-    private def ts(r: Row): Long = r.getLong(layout.tsIndex)
+    private def ts(r: Row): Long = r.getLong(layout.timestampMicrosIndex)
 
     /** Advances `clocks` by record `r` (see [[prepare]]). */
     private def advance(clocks: Array[Long], r: Row): Unit = {
@@ -167,7 +167,7 @@ private[kstreams] object TaskClocks {
         if (layout.sides == 1) rows
         else {
           val bySide = rows.toVector.groupBy(_.getInt(layout.sideIndex))
-          ArrivalOrder.merge((0 until layout.sides).map(s => bySide.getOrElse(s, Vector.empty)), ts).iterator
+          ArrivalMerge.merge((0 until layout.sides).map(s => bySide.getOrElse(s, Vector.empty)), ts).iterator
         }
       val clocks = Array.fill(clockCount)(Long.MinValue)
       var seq = 0L
@@ -192,7 +192,7 @@ private[kstreams] object TaskClocks {
       values(layout.sideIndex) = 0
       values(layout.partitionIndex) = partition
       values(layout.orderIndex) = Long.MaxValue
-      values(layout.tsIndex) = clocks(0)
+      values(layout.timestampMicrosIndex) = clocks(0)
       values(taskIndex) = partition
       values(groupIndex) = g
       values(width) = Long.MaxValue

@@ -14,7 +14,7 @@ import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types._
 
 import kstreams.internal.plan._
-import kstreams.internal.state.StateEncoders
+import kstreams.internal.state.{OrderCheck, StateEncoders}
 import kstreams.processor._
 
 /** Plans `KStream.process`: the input in arrival order, grouped by input partition (one group =
@@ -25,8 +25,8 @@ import kstreams.processor._
   * processed when it forwarded; null when forwarded from a punctuation), under the input's names.
   */
 private[kstreams] object ProcessorPlan {
-  val TimestampMicros = "__kstreams_forward_ts"
-  val Sink = "__kstreams_sink"
+  val TimestampMicros = HelperColumns.ProcessorTimestampMicros
+  val Sink = HelperColumns.ProcessorSink
 
   def apply[K, V](
       df: DataFrame,
@@ -47,8 +47,8 @@ private[kstreams] object ProcessorPlan {
   }
 
   /** Which source a row of several sources came from, and its place in that source. */
-  val SourceIndex = "__kstreams_source"
-  val SourceOrder = "__kstreams_source_order"
+  val SourceIndex = HelperColumns.ProcessorSource
+  val SourceOrder = HelperColumns.ProcessorSourceOrder
 
   /** An input of a processor DAG: a DataFrame with record columns `columns`, read by `roots`. */
   final case class SourceSpec(name: String, df: DataFrame, columns: StreamColumns, roots: Seq[Int])
@@ -57,7 +57,7 @@ private[kstreams] object ProcessorPlan {
     * sink of each forwarded row (null: the output of `KStream.process`).
     *
     * Several sources (a sub-topology that reads more than one) are co-partitioned: their records
-    * meet in the task of their partition number and are taken in [[ArrivalOrder.merge]] order,
+    * meet in the task of their partition number and are taken in [[ArrivalMerge.merge]] order,
     * the sources ordered by name; their key and value types must agree, and the result has the
     * default column names. */
   def plan(sources: Seq[SourceSpec], nodes: Seq[NodeSpec], stores: Seq[StoreSpec], wallClock: Boolean): DataFrame = {
@@ -83,7 +83,7 @@ private[kstreams] object ProcessorPlan {
 
     // a task is named by its group, the partition number (`context.partition`), in Scala as in
     // Python (arranged): no round-robin keys
-    val prepared = ArrivalOrder.prepare(df, resolved, Nil, None, roundRobin = false)
+    val prepared = PartitionInput.prepare(df, resolved, Nil, None, roundRobin = false)
     val schema = prepared.inputSchema
     val topicIndex = schema.fields.indexWhere(f => f.name == "topic" && f.dataType == StringType)
     val runner = new ProcessorRunner(
@@ -166,7 +166,7 @@ private[kstreams] object ProcessorPlan {
     Seq(columns.key -> "key", columns.value -> "value").foreach { case (n, what) =>
       if (!df.columns.contains(n)) throw StreamColumns.missing(df, n, what)
     }
-    val arranged = ArrivalOrder.arranged(df, resolved)
+    val arranged = PartitionInput.arranged(df, resolved)
     if (processors.isEmpty) arranged
     else {
       val described = OperatorDescriptor
@@ -211,7 +211,7 @@ private[kstreams] final class ProcessorRunner(
     nodes: Seq[NodeSpec],
     roots: Seq[Seq[Int]],
     stores: Seq[StoreSpec],
-    layout: ArrivalOrder.Layout,
+    layout: PartitionInput.Layout,
     sourceColumns: Option[(Int, Int)],
     keyIndex: Int,
     valueIndex: Int,
@@ -245,13 +245,13 @@ private[kstreams] final class ProcessorRunner(
     val task = taskFor(group, timerValues)
     val ordered: Iterator[(Row, Int)] = sourceColumns match {
       case None =>
-        val order = new OrderCheck(layout)
+        val order = new OrderCheck(layout.partitionIndex, layout.orderIndex)
         rows.map { row => order.check(row); (row, 0) }
       case Some((sourceIndex, sourceOrder)) =>
         // several sources: each in its own order, merged as one Kafka Streams task takes them
         val bySource = rows.toSeq.groupBy(_.getInt(sourceIndex))
         val queues = roots.indices.map(i => bySource.getOrElse(i, Nil).sortBy(_.getLong(sourceOrder)))
-        ArrivalOrder
+        ArrivalMerge
           .merge(queues, r => r.getLong(layout.timestampMicrosIndex))
           .iterator
           .map(r => (r, r.getInt(sourceIndex)))

@@ -18,7 +18,7 @@ import kstreams.internal.plan._
   * table's changes are applied in the order the table made them; the two tables' changes are
   * merged by timestamp, ties to the left. */
 private[kstreams] object TableJoin {
-  val Tombstone = "__kstreams_tombstone"
+  val Tombstone = HelperColumns.Tombstone
 
   def apply(left: KTable, right: KTable, joiner: (Column, Column) => Column, kind: JoinKind): KTable = {
     val input = Keyed.prepare(Seq(Keyed.SideInput(left.changeStream), Keyed.SideInput(right.changeStream)))
@@ -44,7 +44,6 @@ private[kstreams] object TableJoin {
         input.descriptor(name),
         TimeMode.None(),
         outputSchema,
-        name,
         Seq(DropReasons.NullKey)
       )
       .select(
@@ -91,7 +90,7 @@ private[kstreams] final class TableJoinProcessor(
       else {
         val side = r.getInt(layout.sideIndex)
         val other = 1 - side
-        val ts = r.getLong(layout.tsIndex)
+        val ts = r.getLong(layout.timestampMicrosIndex)
         val hadRow = values(side) != null
         val value = r.get(layout.valueIndex(side))
         values(side) = value

@@ -36,7 +36,6 @@ private[kstreams] object TableSource {
         input.descriptor("kstreams_to_table").withStateTypes(StructType(Seq(StructField("value", valueType)))),
         TimeMode.None(),
         outputSchema,
-        "kstreams_to_table",
         Seq(DropReasons.NullKey, DropReasons.Idempotent)
       )
       .select(
@@ -68,7 +67,7 @@ private[kstreams] final class TableSourceProcessor(layout: Keyed.Layout, valueTy
     Keyed.arrivalOrder(rows, layout).foreach { r =>
       if (keyValue == null) out += drop(DropReasons.NullKey)
       else {
-        val ts = r.getLong(layout.tsIndex)
+        val ts = r.getLong(layout.timestampMicrosIndex)
         val value = r.get(valueIndex)
         if (value == null) {
           stored = None

@@ -15,9 +15,9 @@ import kstreams.internal.state._
   * records of closed windows as late. State is per input partition, like a Kafka Streams task's.
   */
 private[kstreams] object WindowedDistinct {
-  val Key = "__kstreams_window_key"
-  val Start = "__kstreams_window_start"
-  val End = "__kstreams_window_end"
+  val Key = HelperColumns.WindowKey
+  val Start = HelperColumns.WindowStart
+  val End = HelperColumns.WindowEnd
   private val extraOutput = Seq(StructField(Start, LongType), StructField(End, LongType))
 
   /** The side output's reason for a record of a closed window (spec section 3). */
@@ -62,7 +62,7 @@ private[kstreams] object WindowedDistinct {
       metricName: String,
       lateRecords: LateRecords,
       windowSettings: OperatorDescriptor => OperatorDescriptor,
-      processor: (ArrivalOrder.Layout, StructType, Boolean, String, Long) => StatefulProcessor[Int, Row, Row])
+      processor: (PartitionInput.Layout, StructType, Boolean, String, Long) => StatefulProcessor[Int, Row, Row])
       : (DataFrame, Option[DataFrame]) = {
     // a closed window's result is final: its late records can be dropped or routed, not forwarded
     val lateReason = lateRecords match {
@@ -75,7 +75,7 @@ private[kstreams] object WindowedDistinct {
     }
     val key = columns.keyField(df)
     val resolved = columns.resolve(df)
-    val prepared = ArrivalOrder.prepare(
+    val prepared = PartitionInput.prepare(
       df,
       resolved,
       Seq(Key -> struct(col(HelperColumns.quote(key.name)).as("key"))),
@@ -91,7 +91,6 @@ private[kstreams] object WindowedDistinct {
         .column("key", Some(key.name)),
       Stateful.eventTime(df.isStreaming),
       prepared.outputSchema(extraOutput: _*),
-      metricName,
       Seq(DropReasons.Duplicate, lateReason)
     )
     def withWindow(rows: DataFrame) = rows.withColumn("window", window).drop(Start, End)
@@ -112,7 +111,7 @@ private[kstreams] object WindowedDistinct {
   * read and written per record (the stream time at the end of each call), so they run in a
   * real-time query as in a micro-batch, there one record per call. */
 private[kstreams] abstract class WindowProcessor(
-    layout: ArrivalOrder.Layout,
+    layout: PartitionInput.Layout,
     retainMicros: Long,
     useTimers: Boolean,
     protected val lateReason: String,
@@ -121,8 +120,8 @@ private[kstreams] abstract class WindowProcessor(
     with RealTimeCapable {
 
   private val keyIndex = layout.extraIndex(WindowedDistinct.Key)
-  protected val output = new ArrivalOrder.Output(layout, extraWidth = 2)
-  @transient private lazy val order = new OrderCheck(layout)
+  protected val output = new PartitionInput.Output(layout, extraWidth = 2)
+  @transient private lazy val order = new OrderCheck(layout.partitionIndex, layout.orderIndex)
 
   @transient protected var streamTimes: MapState[Int, Long] = _
   @transient private var sweeper: Sweeper = _
@@ -180,7 +179,7 @@ private[kstreams] abstract class WindowProcessor(
 
 /** Tumbling distinct: remembers each open (key, window start); the value is the window end. */
 private[kstreams] final class TumblingDistinctProcessor(
-    layout: ArrivalOrder.Layout,
+    layout: PartitionInput.Layout,
     keySchema: StructType,
     windows: TimeWindows,
     useTimers: Boolean,
@@ -222,7 +221,7 @@ private[kstreams] final case class KeySessions(starts: Seq[Long], ends: Seq[Long
 
 /** Session distinct: keeps each key's sessions; a record opening a new session is forwarded. */
 private[kstreams] final class SessionDistinctProcessor(
-    layout: ArrivalOrder.Layout,
+    layout: PartitionInput.Layout,
     keySchema: StructType,
     windows: SessionWindows,
     useTimers: Boolean,
