@@ -148,11 +148,13 @@ def test_readme_python_kafka_and_processor_examples_run(spark, kafka, tmp_path):
 
 
 def test_readme_operating_examples_run(spark):
-    """README's "Operating a query" block, as written (its asserts state the results)."""
+    """README's "Operating a query" blocks, as written, in order, in one namespace (their asserts
+    state the results)."""
     blocks = section_blocks("Operating a query")
-    assert len(blocks) == 1
+    assert len(blocks) == 2
+    namespace = {"spark": spark}
     for title, code in blocks:
-        exec(compile(code, f"README.md, {title}", "exec"), {"spark": spark})
+        exec(compile(code, f"README.md, {title}", "exec"), namespace)
 
 
 def test_the_spec_in_docs_is_the_contract():

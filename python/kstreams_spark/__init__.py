@@ -26,7 +26,7 @@ from kstreams_spark.processor import (
     Stores,
 )
 from kstreams_spark.session import configure_spark
-from kstreams_spark.state import checkpoint_operators, read_state
+from kstreams_spark.state import checkpoint_operators, read_state, repartition_state
 from kstreams_spark.topology import Topology
 from kstreams_spark.windows import JoinWindows, SessionWindows, TimeWindows
 
@@ -55,5 +55,6 @@ __all__ = [
     "jar_path",
     "operator_metrics",
     "read_state",
+    "repartition_state",
 ]
 __version__ = "0.1.0"

@@ -1,9 +1,13 @@
-"""Reading a query's kstreams state from its checkpoint, without running the query (issue 39).
+"""A query's kstreams state in its checkpoint, without running the query: read it, or move it to
+another number of state partitions (README "Operating a query").
 
 The Scala API is ``kstreams.CheckpointState``; these functions call it.
 """
 
 from __future__ import annotations
+
+import json
+from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -73,9 +77,52 @@ def read_state(spark: SparkSession, checkpoint: str, operator: int = 1) -> DataF
     return python_dataframe(jdf, spark)
 
 
+def repartition_state(
+    spark: SparkSession, checkpoint: str, partitions: int, file_sinks: Sequence[str] = ()
+) -> int:
+    """Moves the state of the stopped query of ``checkpoint`` to ``partitions`` state partitions
+    (Spark's offline state repartitioner, Spark 4.3); returns the number it had. The query's next
+    run uses the new number whatever its session's ``spark.sql.shuffle.partitions`` says, and gives
+    the results of the query that never stopped: each operator's groups keep their entries, stream
+    times and timers (spec section 8).
+
+    A query that writes to a file sink (Parquet, JSON...): name its output path in ``file_sinks``.
+    The move adds a micro-batch to the checkpoint, and the file sink's log must get an (empty) entry
+    for it, or the output cannot be read nor the log compacted.
+
+    Raises :class:`KStreamsError`, before anything is written, for a path that is not a kstreams
+    checkpoint, a query running on it in this driver, a micro-batch planned but not committed (a
+    query running elsewhere, or stopped by a failure: run it until it commits, stop it, then
+    move), no committed micro-batch, the number it already has, or state not kept in RocksDB. A
+    classic session only (Spark Connect: run ``kstreams-spark state repartition`` where the
+    checkpoint is).
+
+    >>> import tempfile
+    >>> root = tempfile.mkdtemp()
+    >>> df.write.parquet(f"{root}/in")
+    >>> stream = KStream(spark.readStream.schema(df.schema).parquet(f"{root}/in"))
+    >>> writer = stream.deduplicate_by_key("10 seconds").df.writeStream.format("noop")
+    >>> writer.option("checkpointLocation", f"{root}/checkpoint").trigger(availableNow=True).start(
+    ... ).awaitTermination()  # in a session with spark.sql.shuffle.partitions=2
+    >>> repartition_state(spark, f"{root}/checkpoint", partitions=3)
+    2
+    >>> [(row.key, row.offset) for row in read_state(spark, f"{root}/checkpoint").collect()]
+    [('a', 3)]
+    """
+    _classic(spark, "repartition_state")
+    if isinstance(partitions, bool) or not isinstance(partitions, int):
+        raise KStreamsError(
+            f"partitions must be a number of state partitions (1, 2, ...), got {partitions!r}"
+        )
+    if isinstance(file_sinks, str):
+        raise KStreamsError(f"file_sinks is a list of output paths, got the string {file_sinks!r}")
+    sinks = json.dumps([str(path) for path in file_sinks])
+    return int(door(spark).repartitionState(java_session(spark), checkpoint, partitions, sinks))
+
+
 def _classic(spark: SparkSession, name: str) -> None:
     if is_connect(spark):
         raise KStreamsError(
-            f"{name} reads the checkpoint's files and needs a classic Spark session; over Spark "
-            "Connect run `kstreams-spark state show CHECKPOINT` where the checkpoint is"
+            f"{name} works on the checkpoint's files and needs a classic Spark session; over Spark "
+            "Connect run `kstreams-spark state` where the checkpoint is"
         )

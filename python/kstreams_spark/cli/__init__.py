@@ -38,7 +38,7 @@ from kstreams_spark.cli._run import fail, first_line
 from kstreams_spark.cli.connect_server import run_connect_server
 from kstreams_spark.cli.dedup import run_dedup
 from kstreams_spark.cli.demo import run_demo
-from kstreams_spark.cli.state import run_state_show
+from kstreams_spark.cli.state import run_state_repartition, run_state_show
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -59,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "connect-server":
             return run_connect_server(args)
         if args.command == "state":
-            return run_state_show(args)
+            return run_state_show(args) if args.state_command == "show" else run_state_repartition(args)
         return run_demo(args)
     except KeyboardInterrupt:
         return 130

@@ -265,12 +265,16 @@ DEMO_BROKER_TIMEOUT_S = 30.0
 
 
 def _state_problem(args: argparse.Namespace) -> str | None:
-    """``state show``'s mistakes found without Spark: numbers, and a local checkpoint that is not
-    there or not a kstreams one (a remote one, hdfs:// or s3a://, is read by Spark)."""
-    if args.operator < 1:
-        return f"--operator is an operator number from 1, got {args.operator}"
-    if args.limit < 1:
-        return f"--limit must be at least 1, got {args.limit}"
+    """``state show`` and ``state repartition``'s mistakes found without Spark: numbers, and a local
+    checkpoint that is not there or not a kstreams one (a remote one, hdfs:// or s3a://, is read by
+    Spark)."""
+    if args.state_command == "show":
+        if args.operator < 1:
+            return f"--operator is an operator number from 1, got {args.operator}"
+        if args.limit < 1:
+            return f"--limit must be at least 1, got {args.limit}"
+    elif args.partitions < 1:
+        return f"--partitions is a number of state partitions from 1, got {args.partitions}"
     path = args.checkpoint[len("file:") :] if args.checkpoint.startswith("file:") else args.checkpoint
     if "://" in path:
         return None

@@ -199,8 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     state = sub.add_parser(
         "state",
-        help="read a query's kstreams state from its checkpoint",
-        description="Reads a stopped (or running) query's checkpoint without running the query.",
+        help="read a query's kstreams state from its checkpoint, or move it",
+        description="Reads a stopped (or running) query's checkpoint without running the query, or "
+        "moves a stopped query's state to another number of state partitions.",
     )
     state_sub = state.add_subparsers(dest="state_command", required=True, parser_class=_Parser)
     show = state_sub.add_parser(
@@ -216,6 +217,28 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--key", help="only this key (compared as a string): the entry that decides it")
     show.add_argument("--limit", type=int, default=100, help="at most this many entries (default: 100)")
     show.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
+    repartition = state_sub.add_parser(
+        "repartition",
+        help="move a stopped query's state to another number of state partitions",
+        description="Moves the state of the stopped query of CHECKPOINT to N state partitions with "
+        "Spark's offline state repartitioner; the query's next run uses N whatever its session's "
+        "spark.sql.shuffle.partitions says, and continues with the results of the query that never "
+        "stopped. Refused, before anything is written, while a micro-batch is planned but not "
+        "committed (a query still running, or stopped by a failure).",
+    )
+    repartition.add_argument("checkpoint", help="the stopped query's checkpoint location")
+    repartition.add_argument(
+        "--partitions", type=int, required=True, help="the new number of state partitions"
+    )
+    repartition.add_argument(
+        "--file-sink",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="the output path of a file sink (Parquet, JSON...) of the query, whose log gets an entry for "
+        "the micro-batch the move adds (repeat for several)",
+    )
+    repartition.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
     server = sub.add_parser(
         "connect-server",
         help="run a local Spark Connect server with kstreams",

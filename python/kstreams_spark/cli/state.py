@@ -1,4 +1,5 @@
-"""``kstreams-spark state show``: what a checkpoint holds (``read_state``)."""
+"""``kstreams-spark state show``: what a checkpoint holds (``read_state``); ``kstreams-spark state
+repartition``: its state moved to another number of state partitions (``repartition_state``)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,15 @@ import os
 from kstreams_spark.cli._run import fail, first_line, jvm_start_up_quiet, spark_logs
 
 
-def run_state_show(args: argparse.Namespace) -> int:
-    """``kstreams-spark state show``: prints what a checkpoint holds; 0, or 2 for a bad use."""
+def _session(args: argparse.Namespace):
+    """The command's local Spark session, its start-up quiet unless --verbose."""
     from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
 
-    from kstreams_spark import KStreamsError, checkpoint_operators, configure_spark, read_state
+    from kstreams_spark import configure_spark
 
     builder = (
         configure_spark(SparkSession.builder.master(args.master))
-        .appName("kstreams-spark state show")
+        .appName(f"kstreams-spark state {args.state_command}")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
@@ -26,6 +26,38 @@ def run_state_show(args: argparse.Namespace) -> int:
         spark = builder.getOrCreate()
         spark_logs(spark, args.verbose)
         start_up_done()
+    return spark
+
+
+def run_state_repartition(args: argparse.Namespace) -> int:
+    """``kstreams-spark state repartition``: moves a stopped query's state; 0, or 2 for a bad use."""
+    from kstreams_spark import KStreamsError, checkpoint_operators, repartition_state
+
+    spark = _session(args)
+    try:
+        checkpoint = args.checkpoint if "://" in args.checkpoint else os.path.abspath(args.checkpoint)
+        try:
+            before = repartition_state(spark, checkpoint, args.partitions, args.file_sink)
+        except KStreamsError as e:
+            return fail(args, first_line(e), 2)
+        operators = checkpoint_operators(spark, checkpoint)
+        print(
+            f"checkpoint {args.checkpoint}: state moved from {before} to {args.partitions} state "
+            f"partitions ({len(operators)} kstreams operator(s)); its query's next run uses "
+            f"{args.partitions}"
+        )
+        return 0
+    finally:
+        spark.stop()
+
+
+def run_state_show(args: argparse.Namespace) -> int:
+    """``kstreams-spark state show``: prints what a checkpoint holds; 0, or 2 for a bad use."""
+    from pyspark.sql import functions as F
+
+    from kstreams_spark import KStreamsError, checkpoint_operators, read_state
+
+    spark = _session(args)
     try:
         checkpoint = args.checkpoint if "://" in args.checkpoint else os.path.abspath(args.checkpoint)
         operators = checkpoint_operators(spark, checkpoint)

@@ -3,17 +3,20 @@ package kstreams
 import org.apache.spark.sql.{DataFrame, SparkSession}
 
 import kstreams.internal.inspect.OperatorState
+import kstreams.internal.operate.Repartition
 import kstreams.internal.plan.CheckpointOperators
 
 /** What a kstreams query's checkpoint holds, read without running the query: which operators it
   * recorded (spec section 8: a restart must run the same ones), and the state of a dedup, windowed
-  * distinct or table operator, for the day someone asks why a record was dropped.
+  * distinct or table operator, for the day someone asks why a record was dropped; and moving a
+  * stopped query's state to another number of state partitions, for the day the job outgrows them.
   *
   * {{{
   * CheckpointState.operators(spark, "/chk/dedup")
   * // Seq("deduplicate_by_key(partition=partition, interval=PT10S, key=key)")
   * CheckpointState.read(spark, "/chk/dedup", operator = 1).where("key = 'a'").show()
   * // partition | key | timestamp | offset | live_until | stream_time
+  * CheckpointState.repartition(spark, "/chk/dedup", partitions = 8, fileSinks = Seq("/out/dedup")) // 2: it had 2
   * }}}
   */
 object CheckpointState {
@@ -47,4 +50,25 @@ object CheckpointState {
     */
   def read(spark: SparkSession, checkpoint: String, operator: Int = 1): DataFrame =
     OperatorState.read(spark, checkpoint, operator)
+
+  /** Moves the state of the stopped query of `checkpoint` to `partitions` state partitions, with
+    * Spark's offline state repartitioner; the query's next run uses them, whatever its session's
+    * `spark.sql.shuffle.partitions` says, and its results are those of the query that never
+    * stopped (each operator's groups keep their entries, stream times and timers). Returns the
+    * number of state partitions the checkpoint had.
+    *
+    * Throws [[KStreamsException]], before anything is written, for a path that is not a kstreams
+    * checkpoint, a query running on it in this driver, a micro-batch planned but not committed (a
+    * query running elsewhere, or stopped by a failure: run it until it commits, stop it, then move),
+    * no committed micro-batch, the count it already has, or state not kept in RocksDB.
+    *
+    * A query that writes to a file sink (Parquet, JSON...): name its output path in `fileSinks`.
+    * The move adds a micro-batch to the checkpoint, and a file sink's log must get an (empty) entry
+    * for it, or the output cannot be read nor the log compacted.
+    *
+    * @param partitions the new number of state partitions, at least 1
+    * @param fileSinks  the output paths of the query's file sinks
+    */
+  def repartition(spark: SparkSession, checkpoint: String, partitions: Int, fileSinks: Seq[String] = Nil): Int =
+    Repartition(spark, checkpoint, partitions, fileSinks)
 }

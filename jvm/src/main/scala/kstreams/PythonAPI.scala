@@ -72,19 +72,29 @@ private[kstreams] object PythonAPI {
   def checkpointOperators(spark: org.apache.spark.sql.SparkSession, checkpoint: String): Array[String] =
     CheckpointState.operators(spark, checkpoint).toArray
 
+  /** [[CheckpointState.repartition]], the file sinks' paths as a JSON array of strings. */
+  def repartitionState(
+      spark: org.apache.spark.sql.SparkSession,
+      checkpoint: String,
+      partitions: Int,
+      fileSinks: String): Int =
+    CheckpointState.repartition(spark, checkpoint, partitions, jsonNames(fileSinks))
+
   /** The graph of a Python `Topology`: the one implementation of its checks and `describe()`. */
   def topologyGraph(): TopologyGraph = new TopologyGraph
 
   /** The input of a Python processor (`KStream.process` in Python): rows grouped by input
-    * partition in arrival order, with the helper columns of `ArrivalOrder.arranged`; checks the
+    * partition in arrival order, with the helper columns of `PartitionInput.arranged`; checks the
     * columns and the session like the Scala `process`. With the `processors` it feeds and their
     * `stores` (JSON arrays of names; given with one input of a topology, empty arrays with the
     * others), a streaming query over it is checked against its checkpoint, as the Scala runner's. */
   def processorInput(ks: KStream, processors: String, stores: String): DataFrame = {
-    val json = new com.fasterxml.jackson.databind.ObjectMapper()
-    def names(array: String) = json.readValue(array, classOf[Array[String]]).toSeq
-    ProcessorPlan.pythonInput(ks.df, ks.columns, names(processors), names(stores))
+    ProcessorPlan.pythonInput(ks.df, ks.columns, jsonNames(processors), jsonNames(stores))
   }
+
+  /** A JSON array of strings, as Python passes a list of names. */
+  private def jsonNames(array: String): Seq[String] =
+    new com.fasterxml.jackson.databind.ObjectMapper().readValue(array, classOf[Array[String]]).toSeq
 
   /** Frees the dedup maps kept in this JVM (the driver's; in local mode every task's), returning
     * the bytes they held; see `DedupCaches.clear`. */

@@ -22,7 +22,7 @@
   * | processor API (7, KIP-28) | `kstreams.processor` (`Processor`, `Topology`...) | `internal/runner/ProcessorRunner` (`ProcessorPlan`), `TopologyGraph` |
   * | state, eviction (8) | | `internal/state/Sweeper`, `PartitionClocks`, `StreamTimes`, `internal/plan/TaskClocks` |
   * | restarts: a checkpoint's operators (8) | [[KStream]]`.configure` | `internal/plan/OperatorDescriptor`, `CheckpointOperators` |
-  * | reading a checkpoint: its operators, the state of dedup, windowed distinct and tables (2, 3, 6, 8; README "Operating a query") | [[CheckpointState]] | `internal/inspect/OperatorState`, `DedupState`, `WindowState`, `TableState`, `internal/plan/CheckpointOperators` |
+  * | reading a checkpoint: its operators, the state of dedup, windowed distinct and tables; moving it to another number of state partitions (2, 3, 6, 8; README "Operating a query") | [[CheckpointState]] | `internal/inspect/OperatorState`, `DedupState`, `WindowState`, `TableState`, `internal/plan/CheckpointOperators`, `internal/operate/Repartition` |
   * | Python | the types above, called from `kstreams_spark` | `PythonAPI` (what py4j cannot express) |
   */
 package object kstreams

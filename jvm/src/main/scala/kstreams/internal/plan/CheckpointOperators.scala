@@ -66,6 +66,13 @@ private[kstreams] object CheckpointOperators {
   def verifyPythonProcessor(plan: AnyRef, descriptor: String): Unit =
     RunningQueries.current().foreach { query => verify(query, "python_processors", plan, descriptor, "") }
 
+  /** Whether `checkpoint` was written by a query with kstreams operators (JVM or Python): it has
+    * the file. */
+  def isKStreams(checkpoint: String): Boolean = {
+    val path = new Path(checkpoint, FileName)
+    fileSystem(path).exists(path)
+  }
+
   /** What `checkpoint` records, for tools that read it: the JVM operators' descriptors in order, each
     * with its state types if known. Empty for a checkpoint without the file. */
   def recorded(checkpoint: String): Seq[(String, Option[StructType])] = {

@@ -2,6 +2,8 @@ package org.apache.spark.sql.kstreams
 
 import java.util.UUID
 
+import scala.jdk.CollectionConverters._
+
 import org.apache.spark.SparkContext
 import org.apache.spark.sql.classic
 import org.apache.spark.sql.execution.streaming.RealTimeTrigger
@@ -23,6 +25,14 @@ object RunningQueries {
     * a local property of a stream's threads. */
   def current(): Option[StreamExecution] =
     Option(SparkContext.getOrCreate().getLocalProperty(StreamExecution.QUERY_ID_KEY)).flatMap(get)
+
+  /** The queries running on this driver whose checkpoint is `qualifiedRoot` (a qualified path,
+    * `file:/chk/dedup`), whichever session started them. */
+  def onCheckpoint(qualifiedRoot: String): Seq[StreamExecution] =
+    (classic.SparkSession.getActiveSession.toSeq ++ classic.SparkSession.getDefaultSession.toSeq)
+      .flatMap(_.sharedState.activeStreamingQueries.values().asScala)
+      .distinct
+      .filter(q => q.resolvedCheckpointRoot.stripSuffix("/") == qualifiedRoot.stripSuffix("/"))
 
   /** Whether `query` runs in real-time mode (`trigger(realTime=...)`, Spark 4.3). */
   def isRealTime(query: StreamExecution): Boolean = query.trigger.isInstanceOf[RealTimeTrigger]
