@@ -52,14 +52,16 @@ private[kstreams] object Repartition {
   private val Provider = "spark.sql.streaming.stateStore.providerClass"
   private val FormatVersion = "spark.sql.streaming.stateStore.checkpointFormatVersion"
   private val RocksDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-  private val TransformWithState = Set("transformWithStateExec", "transformWithStateInPandasExec", "transformWithStateInPySparkExec")
+  private val TransformWithState =
+    Set("transformWithStateExec", "transformWithStateInPandasExec", "transformWithStateInPySparkExec")
   private val mapper = new ObjectMapper()
 
   /** Moves `checkpoint`'s state to `partitions` state partitions; returns how many it had.
     * `fileSinks`: the output paths of the query's file sinks, whose logs get the added
     * micro-batch. */
   def apply(spark: SparkSession, checkpoint: String, partitions: Int, fileSinks: Seq[String]): Int = {
-    if (partitions < 1) throw new KStreamsException(s"the number of state partitions must be at least 1, got $partitions")
+    if (partitions < 1)
+      throw new KStreamsException(s"the number of state partitions must be at least 1, got $partitions")
     val root = new Path(checkpoint)
     val fs = root.getFileSystem(spark.sparkContext.hadoopConfiguration)
     if (!fs.exists(root)) throw new KStreamsException(s"no checkpoint at $checkpoint")
@@ -102,7 +104,8 @@ private[kstreams] object Repartition {
       throw new KStreamsException(
         s"$checkpoint keeps its state in $provider; only RocksDB state (which kstreams needs) can be moved")
     val sinkLogs = fileSinks.map { path =>
-      val log = new FileStreamSinkLog(FileStreamSinkLog.VERSION, spark, new Path(path, "_spark_metadata").toString, None)
+      val log =
+        new FileStreamSinkLog(FileStreamSinkLog.VERSION, spark, new Path(path, "_spark_metadata").toString, None)
       val last = log.getLatestBatchId()
       if (!last.exists(_ >= committed))
         throw new KStreamsException(
@@ -113,7 +116,9 @@ private[kstreams] object Repartition {
     val added = withSetting(spark, FormatVersion, logs.formatVersion(committed).toString) {
       new OfflineStateRepartitionRunner(spark, checkpoint, partitions, true).run()
     }
-    sinkLogs.foreach { log => if (!log.getLatestBatchId().exists(_ >= added)) log.add(added, Array.empty[SinkFileStatus]) }
+    sinkLogs.foreach { log =>
+      if (!log.getLatestBatchId().exists(_ >= added)) log.add(added, Array.empty[SinkFileStatus])
+    }
     DedupCaches.clear()
     checkPlacement(spark, checkpoint, partitions)
     current
@@ -153,10 +158,11 @@ private[kstreams] object Repartition {
     val before = spark.conf.getOption(key)
     spark.conf.set(key, value)
     try body
-    finally before match {
-      case Some(v) => spark.conf.set(key, v)
-      case None => spark.conf.unset(key)
-    }
+    finally
+      before match {
+        case Some(v) => spark.conf.set(key, v)
+        case None => spark.conf.unset(key)
+      }
   }
 
   /** The checkpoint's offset and commit logs, read as files (`offsets/<batch>`: a version line,
@@ -165,7 +171,8 @@ private[kstreams] object Repartition {
     def last(log: String): Option[Long] = {
       val dir = new Path(root, log)
       if (!fs.exists(dir)) None
-      else fs.listStatus(dir).map(_.getPath.getName).filter(n => n.nonEmpty && n.forall(_.isDigit)).map(_.toLong).maxOption
+      else
+        fs.listStatus(dir).map(_.getPath.getName).filter(n => n.nonEmpty && n.forall(_.isDigit)).map(_.toLong).maxOption
     }
 
     private def lines(log: String, batch: Long): Seq[String] = {
