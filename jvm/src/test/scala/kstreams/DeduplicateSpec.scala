@@ -35,24 +35,56 @@ class DeduplicateSpec extends SparkSuite {
   private def byKey(interval: String): DataFrame => DataFrame =
     df => KStream(df).deduplicateByKey(interval).df
 
-  for ((name, interval, events, expected) <- examples) {
-    val want = expected.map(i => s"v$i")
-    test(s"deduplicateByKey $name: batch DataFrame") {
-      val out = byKey(interval)(batch(events))
-      assert(out.orderBy("offset").collect().map(_.getAs[String]("value")).toSeq == want)
+  // The examples of one interval run in one query per mode, each on an input partition of its own:
+  // stream time, state and offsets are per partition, so the examples cannot meet (their timestamps
+  // lie within minutes of each other, far inside the 10 minutes an idle partition's state is kept
+  // for the watermark), and a mode costs one query per interval instead of one per example. Values
+  // are v<index within the example>; the output is compared example by example.
+  private val byInterval: Seq[(String, Seq[(String, Seq[Event], Seq[String])])] =
+    examples
+      .groupBy(_._2)
+      .toSeq
+      .sortBy(_._1)
+      .map { case (interval, group) =>
+        interval -> group.zipWithIndex.map { case ((name, _, events, expected), partition) =>
+          val placed = events.zipWithIndex.map { case (e, i) => e.copy(partition = partition, value = s"v$i") }
+          (name, placed, expected.map(i => s"v$i"))
+        }
+      }
+
+  for ((interval, group) <- byInterval) {
+    val names = group.map(_._1).mkString("; ")
+    val want = group.zipWithIndex.map { case ((name, _, values), partition) => partition -> (name, values) }.toMap
+    // one micro-batch per step, step k holding the k-th record of each example
+    val steps = (0 until group.map(_._2.size).max).map(k => group.flatMap(_._2.lift(k)))
+    // every example's half-way point (1 of 3 records, 2 of 4) gets a restart before it
+    val halfWay = group.map(_._2.size / 2).toSet
+
+    def check(rows: Seq[org.apache.spark.sql.Row]): Unit = {
+      val got = rows
+        .groupBy(_.getAs[Int]("partition"))
+        .map { case (p, rs) => p -> rs.sortBy(_.getAs[Long]("offset")).map(_.getAs[String]("value")) }
+      val differing = want.toSeq.sortBy(_._1).collect {
+        case (p, (name, values)) if got.getOrElse(p, Nil) != values =>
+          s"\n$name: want $values, got ${got.getOrElse(p, Nil)}"
+      }
+      assert(differing.isEmpty, differing.mkString)
     }
-    test(s"deduplicateByKey $name: one micro-batch") {
-      assert(stream(Seq(events), byKey(interval)) == want)
+
+    test(s"deduplicateByKey, interval $interval, each example on a partition of its own ($names): batch DataFrame") {
+      check(byKey(interval)(batch(group.flatMap(_._2))).collect().toSeq)
     }
-    test(s"deduplicateByKey $name: one micro-batch per record, restart half-way") {
-      assert(stream(events.map(Seq(_)), byKey(interval), restartBefore = Set(events.size / 2)) == want)
+    test(s"deduplicateByKey, interval $interval ($names): one micro-batch") {
+      check(eventRows(Seq(group.flatMap(_._2)), byKey(interval)))
     }
-    test(s"deduplicateByKey $name: spilled to one row per key, one micro-batch per record, restart") {
+    test(s"deduplicateByKey, interval $interval ($names): one micro-batch per record, restart half-way") {
+      check(eventRows(steps, byKey(interval), restartBefore = halfWay))
+    }
+    test(
+      s"deduplicateByKey, interval $interval ($names): spilled to one row per key, one micro-batch per record, restart") {
       spark.conf.set(DedupCaches.MemoryConf, "1k") // an empty in-memory map alone is over 1 KB
-      val got =
-        try stream(events.map(Seq(_)), byKey(interval), restartBefore = Set(events.size / 2))
-        finally spark.conf.unset(DedupCaches.MemoryConf)
-      assert(got == want)
+      try check(eventRows(steps, byKey(interval), restartBefore = halfWay))
+      finally spark.conf.unset(DedupCaches.MemoryConf)
     }
   }
 

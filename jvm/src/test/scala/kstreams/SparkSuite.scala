@@ -86,6 +86,14 @@ trait SparkSuite extends AnyFunSuite with BeforeAndAfterAll {
     streamRows(numberedBatches, Encoders.product[Event], op, restartBefore)
   }
 
+  /** `body` with the session setting `key` set to `value`, restored after. */
+  def withSetting[T](key: String, value: String)(body: => T): T = {
+    val before = spark.conf.getOption(key)
+    spark.conf.set(key, value)
+    try body
+    finally before.fold(spark.conf.unset(key))(spark.conf.set(key, _))
+  }
+
   /** Runs `op` over a MemoryStream of `T`, one micro-batch per element of `batches`, restarting
     * from the checkpoint before the batches whose index is in `restartBefore`; returns the output
     * rows in micro-batch order. */
