@@ -8,6 +8,7 @@ partition (a Kafka Streams task).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -48,14 +49,14 @@ class Schedule:
     punctuator: Callable[[int], None]
 
 
-class LiveNode:
-    """A node's processor instance and context inside one task."""
+class LiveNode(ProcessorContext):
+    """A node's processor instance inside one task, and the :class:`ProcessorContext` it is given
+    (the context's answers come from the task: its current record, stream time, stores)."""
 
     def __init__(self, task: Task, index: int, spec: NodeSpec) -> None:
         self.task, self.index, self.spec = task, index, spec
         self.schedules: list[Schedule] = []
         self.initializing = True
-        self.context = ProcessorContext(self)
         self.processor = task.guard(spec.name, "creating the processor", spec.supplier)
         if not isinstance(self.processor, Processor) and not hasattr(self.processor, "process"):
             raise KStreamsError(
@@ -63,8 +64,55 @@ class LiveNode:
             )
 
     def init(self) -> None:
-        self.task.guard(self.spec.name, "init", lambda: self.processor.init(self.context))
+        self.task.guard(self.spec.name, "init", lambda: self.processor.init(self))
         self.initializing = False
+
+    # ProcessorContext
+
+    def forward(self, key: Any, value: Any, timestamp: int | None = None) -> None:
+        self.task.forward(
+            self, key, value, self.task.timestamp_micros if timestamp is None else int(timestamp) * 1000
+        )
+
+    def schedule(
+        self,
+        interval: Any,
+        punctuation_type: PunctuationType = PunctuationType.STREAM_TIME,
+        punctuator: Callable[[int], None] | None = None,
+    ) -> None:
+        self.task.schedule(self, interval, punctuation_type, punctuator)
+
+    def get_state_store(self, name: str) -> KeyValueStore:
+        return self.task.store(self, name)
+
+    @property
+    def processor_name(self) -> str:
+        return self.spec.name
+
+    @property
+    def topic(self) -> str | None:
+        return self.task.topic
+
+    @property
+    def partition(self) -> int:
+        return self.task.partition
+
+    @property
+    def offset(self) -> int:
+        return -1 if self.task.offset is None else self.task.offset
+
+    @property
+    def timestamp(self) -> int:
+        return self.task.timestamp_micros // 1000
+
+    @property
+    def stream_time(self) -> int:
+        return -1 if self.task.stream_time_micros is None else self.task.stream_time_micros // 1000
+
+    @property
+    def current_system_time_ms(self) -> int:
+        t = self.task.processing_time_ms
+        return t if t >= 0 else int(time.time() * 1000)
 
 
 class Task:

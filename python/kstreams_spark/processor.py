@@ -25,16 +25,14 @@ follows the Scala API (and Kafka's ``PunctuationQueue``).
 
 from __future__ import annotations
 
+import abc
 import enum
 import pickle
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kstreams_spark.errors import KStreamsError
-
-if TYPE_CHECKING:
-    from kstreams_spark._processor_runtime import LiveNode
 
 _PICKLE_PROTOCOL = 4  # fixed, so equal keys always pickle to the same bytes
 
@@ -178,21 +176,19 @@ def _dump(value: Any) -> bytes:
     return pickle.dumps(value, protocol=_PICKLE_PROTOCOL)
 
 
-class ProcessorContext:
+class ProcessorContext(abc.ABC):
     """What a :class:`Processor` can see and do: ``forward``, ``schedule``, the current record's
-    ``topic``/``partition``/``offset``/``timestamp``, ``stream_time``, ``get_state_store``."""
+    ``topic``/``partition``/``offset``/``timestamp``, ``stream_time``, ``get_state_store``.
 
-    def __init__(self, node: LiveNode) -> None:
-        self._node = node
+    The runtime gives each processor instance one (its ``init`` argument), as Kafka Streams does;
+    this abstract type is what a processor programs against (spec section 7, KIP-28)."""
 
+    @abc.abstractmethod
     def forward(self, key: Any, value: Any, timestamp: int | None = None) -> None:
         """Emits a record to the children (or the output); ``timestamp`` (epoch ms) defaults to
         the current record's (in a punctuation: the punctuation time)."""
-        task = self._node.task
-        task.forward(
-            self._node, key, value, task.timestamp_micros if timestamp is None else int(timestamp) * 1000
-        )
 
+    @abc.abstractmethod
     def schedule(
         self,
         interval: Any,
@@ -202,50 +198,45 @@ class ProcessorContext:
         """Calls ``punctuate`` (or ``punctuator``) every ``interval`` (a timedelta, or ms as int) of
         stream or wall-clock time. Call it from ``init``: schedules are numbered in registration
         order and their next time is checkpointed under that number."""
-        self._node.task.schedule(self._node, interval, punctuation_type, punctuator)
 
+    @abc.abstractmethod
     def get_state_store(self, name: str) -> KeyValueStore:
         """The store ``name`` declared for this processor (``stores=[Stores.key_value(name)]``)."""
-        return self._node.task.store(self._node, name)
 
     @property
+    @abc.abstractmethod
     def processor_name(self) -> str:
         """Name of the running processor (the class name, or ``name=`` of ``process`` /
         ``add_processor``), as errors name it."""
-        return self._node.spec.name
 
     @property
+    @abc.abstractmethod
     def topic(self) -> str | None:
         """Topic of the current record, from the input's string ``topic`` column (Spark's Kafka source
         has one); None without that column and in a punctuation."""
-        return self._node.task.topic
 
     @property
+    @abc.abstractmethod
     def partition(self) -> int:
         """Input partition of the current record: the task this processor instance belongs to."""
-        return self._node.task.partition
 
     @property
+    @abc.abstractmethod
     def offset(self) -> int:
         """Offset of the current record; -1 in a punctuation."""
-        return -1 if self._node.task.offset is None else self._node.task.offset
 
     @property
+    @abc.abstractmethod
     def timestamp(self) -> int:
         """Timestamp (ms) of the current record, or of the punctuation being run."""
-        return self._node.task.timestamp_micros // 1000
 
     @property
+    @abc.abstractmethod
     def stream_time(self) -> int:
         """Largest record timestamp (ms) of the partition so far; -1 before any record."""
-        st = self._node.task.stream_time_micros
-        return -1 if st is None else st // 1000
 
     @property
+    @abc.abstractmethod
     def current_system_time_ms(self) -> int:
         """Processing time (ms) of the current micro-batch (the time wall-clock punctuation goes
         by); the machine's clock when the query has no processing-time mode."""
-        import time
-
-        t = self._node.task.processing_time_ms
-        return t if t >= 0 else int(time.time() * 1000)
