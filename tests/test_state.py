@@ -147,6 +147,57 @@ def test_read_state_of_deduplicate_by_key_value_shows_key_and_id(spark, tmp_path
     ]
 
 
+def test_read_state_of_deduplicate_shows_each_id_with_the_partitions_it_is_live_for(spark, tmp_path, memory):
+    """The global store (id = value, 10 s), two partitions. After the two micro-batches partition 0's
+    stream time is 30 and partition 1's is 8, so x@1, y@2 and w@8 are live for partition 1 only
+    (stream time at most 11, 12, 18) and z@30 for both; x@5 on partition 1 was x@1's duplicate."""
+    first = [Rec("k", 1, value="x"), Rec("k", 2, value="y"), Rec("k", 5, partition=1, value="x")]
+    second = [Rec("k", 30, value="z"), Rec("k", 8, partition=1, value="w")]
+    records = with_offsets(first + second)
+    run = StreamRun(spark, str(tmp_path), lambda d: KStream(d).deduplicate("value", "10 seconds").df)
+    run.add_batch(records[:3])
+    run.run()
+    run.add_batch(records[3:])
+    run.run()
+    state = read_state(spark, str(tmp_path / "checkpoint"))
+    assert state.columns == [
+        "group",
+        "id",
+        "timestamp",
+        "partition",
+        "offset",
+        "live_until",
+        "live_for_partitions",
+    ]
+    rows = state.collect()
+    assert all(0 <= r.group < 64 for r in rows)
+    assert [tuple(r)[1:] for r in rows] == [
+        ("x", at(1), 0, 0, at(11), [1]),
+        ("y", at(2), 0, 1, at(12), [1]),
+        ("w", at(8), 1, 1, at(18), [1]),
+        ("z", at(30), 0, 2, at(40), [0, 1]),
+    ]
+    # as the state says: x@3 from partition 1 is x@1's duplicate, z@31 from partition 0 z@30's; y@3
+    # from partition 0 is not (y@2 is not live for it: late, forwarded); q is new
+    run.add_batch(
+        [
+            Rec("k", 3, partition=1, offset=2, value="x"),
+            Rec("k", 3, offset=3, value="y"),
+            Rec("k", 31, offset=4, value="z"),
+            Rec("k", 9, partition=1, offset=3, value="q"),
+        ]
+    )
+    run.run()
+    assert sorted((r.value, r.partition, r.offset) for r in run.output().collect()) == [
+        ("q", 1, 3),
+        ("w", 1, 1),
+        ("x", 0, 0),
+        ("y", 0, 1),
+        ("y", 0, 3),
+        ("z", 0, 2),
+    ]
+
+
 def test_read_state_of_windowed_distinct_shows_the_open_windows_and_predicts_the_next_decisions(
     spark, tmp_path
 ):
@@ -241,7 +292,7 @@ def test_read_state_refuses_what_it_cannot_read_in_one_line(spark, tmp_path):
         read_state(spark, checkpoint)
     assert str(e.value) == (
         f"operator #1 of {checkpoint} is {count}; reading state is supported for deduplicate_by_key, "
-        "deduplicate_by_key_value, windowed_distinct, session_distinct, to_table only"
+        "deduplicate_by_key_value, deduplicate, windowed_distinct, session_distinct, to_table only"
     )
     out = subprocess.run([SCRIPT, "state", "show", checkpoint], capture_output=True, text=True, timeout=300)
     assert (out.returncode, out.stderr) == (2, f"kstreams-spark state: error: {e.value}\n")

@@ -21,6 +21,16 @@ def checkpoint_operators(spark: SparkSession, checkpoint: str) -> list[str]:
 
     >>> checkpoint_operators(spark, "/no/such/checkpoint")
     []
+
+    Args:
+        spark: a classic (not Spark Connect) session.
+        checkpoint: the query's checkpoint location.
+
+    Returns:
+        The operators' descriptors, in plan order; empty if the checkpoint records none.
+
+    Raises:
+        KStreamsError: over Spark Connect (a classic session only).
     """
     _classic(spark, "checkpoint_operators")
     return list(door(spark).checkpointOperators(java_session(spark), checkpoint))
@@ -38,6 +48,11 @@ def read_state(spark: SparkSession, checkpoint: str, operator: int = 1) -> DataF
       ``stream_time``. A record with that key in that partition and a timestamp within the
       interval of ``timestamp`` is dropped as a duplicate while the entry lives; any other record
       is forwarded.
+    * ``deduplicate`` (spec section 2, one store over all partitions): per live id its ``group``
+      (of the store's 64 id groups), the ``id``, ``timestamp``, ``partition`` and ``offset`` of the
+      entry, ``live_until`` and ``live_for_partitions``: the partitions whose stream time is at most
+      ``live_until``. A record with that id from one of them and a timestamp within the interval of
+      ``timestamp`` is dropped as a duplicate; any other record is forwarded.
     * ``windowed_distinct``, ``session_distinct`` (spec section 3): per open window
       ``partition``, the key, ``window_start``, ``window_end``, ``open_until`` (the largest stream
       time at which it still takes records) and ``stream_time``; a record of that key and window is
@@ -69,6 +84,19 @@ def read_state(spark: SparkSession, checkpoint: str, operator: int = 1) -> DataF
     >>> for row in read_state(spark, f"{root}/checkpoint").collect():  # a@20 alone is live at 20
     ...     print(row.partition, row.key, row.timestamp, row.offset, row.live_until, row.stream_time)
     0 a 2026-01-01 00:00:20 3 2026-01-01 00:00:30 2026-01-01 00:00:20
+
+    Args:
+        spark: a classic (not Spark Connect) session.
+        checkpoint: the query's checkpoint location.
+        operator: the operator's number, from 1 (the default), as :func:`checkpoint_operators` lists them.
+
+    Returns:
+        The operator's state: one row per entry that decides the next records.
+
+    Raises:
+        KStreamsError: for a path that is not a kstreams checkpoint, an operator number it does not record (or
+            not an int), another kind of operator, one with no committed state yet, or over Spark Connect (a
+            classic session only).
     """
     _classic(spark, "read_state")
     if isinstance(operator, bool) or not isinstance(operator, int):
@@ -108,6 +136,22 @@ def repartition_state(
     2
     >>> [(row.key, row.offset) for row in read_state(spark, f"{root}/checkpoint").collect()]
     [('a', 3)]
+
+    Args:
+        spark: a classic (not Spark Connect) session.
+        checkpoint: the checkpoint location of the stopped query.
+        partitions: the new number of state partitions.
+        file_sinks: the output paths of the query's file sinks (Parquet, JSON and the like), whose logs get an
+            entry for the micro-batch the move adds; empty by default.
+
+    Returns:
+        The number of state partitions the state had.
+
+    Raises:
+        KStreamsError: before anything is written: for a path that is not a kstreams checkpoint, a query
+            running on it in this driver, a micro-batch planned but not committed, no committed micro-batch,
+            the number it already has, state not kept in RocksDB, ``partitions`` not an int, ``file_sinks`` a
+            single string, or over Spark Connect (a classic session only).
     """
     _classic(spark, "repartition_state")
     if isinstance(partitions, bool) or not isinstance(partitions, int):

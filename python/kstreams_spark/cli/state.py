@@ -103,7 +103,7 @@ def _key_column(columns: list[str]) -> str | None:
     """The (first) key column of a state's rows: after ``partition`` where there is one."""
     if "key_bytes" in columns:
         return "key_bytes"
-    rest = columns[1:] if columns and columns[0] == "partition" else columns
+    rest = columns[1:] if columns and columns[0] in ("partition", "group") else columns
     return rest[0] if rest else None
 
 
@@ -121,6 +121,21 @@ def _cell(value: object) -> str:
 
 def _key_verdict(key: str, columns: list[str], rows: list) -> str:
     """What the operator would do now with a record of ``key``, by the rows that decide it."""
+    if "live_for_partitions" in columns:  # the global store of deduplicate
+        if not rows:
+            return (
+                f"no live entry for id {key!r}: its next record is forwarded and stored (one older "
+                "than its partition's stream time minus the interval is late: the operator's "
+                "late_records decides)"
+            )
+        return "\n".join(
+            f"a record with id {key!r} and a timestamp within "
+            f"{(row['live_until'] - row['timestamp']).total_seconds():g} s of {row['timestamp']} is "
+            "dropped as a duplicate if it comes from partition "
+            f"{', '.join(str(p) for p in row['live_for_partitions'])} while that partition's stream "
+            f"time is at most {row['live_until']}; any other is forwarded"
+            for row in rows
+        )
     if "live_until" in columns:  # a dedup operator's entries
         if not rows:
             return (

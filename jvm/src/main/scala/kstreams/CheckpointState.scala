@@ -36,6 +36,11 @@ object CheckpointState {
     *    stream time at which it still lives) and the partition's `stream_time`. A record with that
     *    key in that partition whose timestamp is within the interval of `timestamp` is dropped as a
     *    duplicate while the entry lives; any other is forwarded.
+    *  - `deduplicate` (spec section 2, one store over all partitions): per live id its `group` (of
+    *    the store's id groups), `id`, the entry's `timestamp`, `partition` and `offset`,
+    *    `live_until` and `live_for_partitions`, the partitions whose stream time is at most
+    *    `live_until`: a record with that id from one of them and a timestamp within the interval of
+    *    `timestamp` is dropped as a duplicate; any other is forwarded.
     *  - `windowed_distinct`, `session_distinct` (spec section 3): per open window `partition`, the
     *    key columns, `window_start`, `window_end`, `open_until` (the largest stream time at which
     *    the window still takes records) and `stream_time`. A record of that key and window is

@@ -4,7 +4,6 @@ package inspect
 
 import org.apache.spark.sql.{DataFrame, Encoders}
 import org.apache.spark.sql.functions._
-import org.apache.spark.sql.kstreams.RowBytes
 import org.apache.spark.sql.types.{LongType, StructType}
 
 import kstreams.internal.dedup.PerPartitionDedupProcessor
@@ -39,15 +38,9 @@ private[inspect] object DedupState {
     val live = current
       .join(state.streamTimes, "group")
       .where(col("e.ts") >= col("stream_time") - lit(intervalMicros))
-    val keyColumns = keyTypes match {
-      case Some(schema) =>
-        val decoded = RowBytes.decodeNotNull(col("key_bytes"), schema)
-        schema.fieldNames.toSeq.map(n => decoded.getField(n).as(n))
-      case None => Seq(col("key_bytes")) // a checkpoint not restarted since it was written by an older release
-    }
     live
       .select(
-        Seq(col("partition")) ++ keyColumns ++ Seq(
+        Seq(col("partition")) ++ StateVariables.keyColumns(keyTypes) ++ Seq(
           timestamp_micros(col("e.ts")).as("timestamp"),
           when(col("e.offset") =!= lit(Long.MinValue), col("e.offset")).cast(LongType).as("offset"),
           timestamp_micros(col("e.ts") + lit(intervalMicros)).as("live_until"),

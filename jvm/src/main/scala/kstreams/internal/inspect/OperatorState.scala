@@ -6,6 +6,8 @@ import com.fasterxml.jackson.databind.ObjectMapper
 import org.apache.hadoop.fs.Path
 import org.apache.spark.sql.{Column, DataFrame, SparkSession}
 import org.apache.spark.sql.functions._
+import org.apache.spark.sql.kstreams.RowBytes
+import org.apache.spark.sql.types.StructType
 
 import kstreams.internal.plan.{CheckpointOperators, HelperColumns}
 
@@ -26,11 +28,12 @@ private[kstreams] object OperatorState {
   }
   private case object PerPartitionDedup
       extends Kind(Seq("deduplicate_by_key", "deduplicate_by_key_value"), Set("chunks", "entries", "mode").subsetOf)
+  private case object GlobalDedup extends Kind(Seq("deduplicate"), Set("logChunks", "storeMode", "groups").subsetOf)
   private case object TumblingDistinct extends Kind(Seq("windowed_distinct"), _.contains("openWindows"))
   private case object SessionDistinct extends Kind(Seq("session_distinct"), _.contains("sessions"))
   // a table join keeps a "current" row too, beside others
   private case object Table extends Kind(Seq("to_table"), _ == Set("current"))
-  private val Kinds = Seq(PerPartitionDedup, TumblingDistinct, SessionDistinct, Table)
+  private val Kinds = Seq(PerPartitionDedup, GlobalDedup, TumblingDistinct, SessionDistinct, Table)
 
   private def kindOf(descriptor: String): Option[Kind] =
     Kinds.find(_.operators.contains(descriptor.takeWhile(_ != '(')))
@@ -60,6 +63,7 @@ private[kstreams] object OperatorState {
     val settings = new Settings(descriptor)
     kind match {
       case PerPartitionDedup => DedupState.read(state, settings, types)
+      case GlobalDedup => GlobalDedupState.read(state, settings, types)
       case TumblingDistinct => WindowState.tumbling(state, settings)
       case SessionDistinct => WindowState.sessions(state, settings)
       case Table => TableState.read(state, settings, types)
@@ -107,6 +111,19 @@ private[inspect] final class StateVariables(spark: SparkSession, checkpoint: Str
       group,
       col("user_map_key.value").as("partition"),
       col("user_map_value.value").as("stream_time"))
+}
+
+private[inspect] object StateVariables {
+
+  /** A dedup key's columns decoded from `key_bytes` (the encoded key parts) by the types the
+    * checkpoint recorded; the bytes themselves for a checkpoint not restarted since an older release
+    * wrote it. */
+  def keyColumns(keyTypes: Option[StructType]): Seq[Column] = keyTypes match {
+    case Some(schema) =>
+      val decoded = RowBytes.decodeNotNull(col("key_bytes"), schema)
+      schema.fieldNames.toSeq.map(n => decoded.getField(n).as(n))
+    case None => Seq(col("key_bytes"))
+  }
 }
 
 /** The settings of a rendered descriptor, `name(a=1, b=PT10S)`. */
