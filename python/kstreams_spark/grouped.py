@@ -33,6 +33,16 @@ class KGroupedStream:
 
         >>> type(ks.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace("10 seconds"))).__name__
         'TimeWindowedKStream'
+
+        Args:
+            windows: :class:`TimeWindows` for tumbling windows, :class:`SessionWindows` for session windows.
+
+        Returns:
+            A :class:`TimeWindowedKStream` for TimeWindows, a :class:`SessionWindowedKStream` for
+            SessionWindows.
+
+        Raises:
+            KStreamsError: if ``windows`` is neither TimeWindows nor SessionWindows.
         """
         if isinstance(windows, TimeWindows):
             return TimeWindowedKStream(self, windows)
@@ -64,6 +74,17 @@ class KGroupedStream:
         >>> joined = ks.group_by_key().reduce(lambda agg, v: F.concat(agg, F.lit("+"), v)).df
         >>> [r.value for r in joined.where("key = 'a'").orderBy("timestamp").collect()]
         ['apple', 'apple+avocado', 'apple+avocado+apricot']
+
+        Args:
+            adder: the new aggregate: a Column, or a function of the aggregate and value Columns returning one
+                (called once, to build the expression).
+
+        Returns:
+            The table of each key's aggregate.
+
+        Raises:
+            KStreamsError: if ``adder`` is neither a Column nor a callable, or the callable raises or returns
+                no Column.
         """
         return table(self._j.reduce(fold(self._stream, adder, "adder")), self._stream)
 
@@ -74,6 +95,16 @@ class KGroupedStream:
         >>> letters = ks.group_by_key().aggregate(F.lit(0), lambda agg, v: agg + F.length(v)).df
         >>> [r.value for r in letters.where("key = 'b'").orderBy("timestamp").collect()]
         [6, 15]
+
+        Args:
+            initializer: the constant aggregate of a key before its first value; its type is the aggregate's.
+            adder: as in :meth:`reduce`.
+
+        Returns:
+            The table of each key's aggregate.
+
+        Raises:
+            KStreamsError: as :meth:`reduce`.
         """
         jinit = java_column(initializer, "initializer")
         return table(self._j.aggregate(jinit, fold(self._stream, adder, "adder")), self._stream)
@@ -100,6 +131,17 @@ class WindowedKStream:
         >>> firsts = ks.group_by_key().windowed_by(windows).distinct().df
         >>> [(r.value, r.window.start.second) for r in firsts.collect()]
         [('apple', 0), ('banana', 1), ('apricot', 20)]
+
+        Args:
+            late_records: what to do with a record of a closed window: ``"drop"`` (the default: dropped and
+                counted as ``late_dropped``) or ``"side_output"`` (routed to :attr:`KStream.side_output`).
+
+        Returns:
+            The stream of the first record of each (key, window), with a ``window`` column.
+
+        Raises:
+            KStreamsError: if ``late_records`` is ``"forward"`` (a closed window's result was emitted already)
+                or not an accepted value.
         """
         return self._stream._next(self._j.distinct(self._stream._late(late_records)))
 
@@ -144,6 +186,18 @@ class WindowedKStream:
         [('a', 0, 1), ('a', 0, 2), ('a', 20, 1), ('b', 0, 1)]
         >>> [(r.kstreams_reason, r.kstreams_late_record.value) for r in out.where("kstreams_reason is not null").collect()]
         [('window closed', 'blueberry')]
+
+        Args:
+            late_records: what to do with a record of a closed window: ``"drop"`` (the default: dropped and
+                counted as ``late_dropped``) or ``"side_output"`` (routed unchanged to
+                :attr:`KTable.side_output`).
+
+        Returns:
+            The table of the number of records per (key, window), with a ``window`` column.
+
+        Raises:
+            KStreamsError: if ``late_records`` is ``"forward"`` (a closed window's result was emitted already)
+                or not an accepted value.
         """
         return table(self._j.count(self._stream._late(late_records)), self._stream)
 
@@ -158,6 +212,19 @@ class WindowedKStream:
         ['apple', 'apple+avocado', 'apricot']
         >>> [r.value for r in joined.side_output.collect()]  # b@3 after partition 0 reached 20 s
         ['blueberry']
+
+        Args:
+            adder: the new aggregate: a Column, or a function of the aggregate and value Columns returning one
+                (called once, to build the expression); merging sessions also uses it.
+            late_records: as in :meth:`count` (default ``"drop"``).
+
+        Returns:
+            The table of each (key, window)'s aggregate, with a ``window`` column.
+
+        Raises:
+            KStreamsError: if ``late_records`` is ``"forward"`` (a closed window's result was emitted already)
+                or not an accepted value, or ``adder`` is neither a Column nor a callable, or the callable
+                raises or returns no Column.
         """
         jlate = self._stream._late(late_records)
         return table(self._j.reduce(fold(self._stream, adder, "adder"), jlate), self._stream)
@@ -175,6 +242,18 @@ class TimeWindowedKStream(WindowedKStream):
         >>> lengths = tumbling.aggregate(F.lit(0), lambda agg, v: agg + F.length(v)).df
         >>> [(r.window.start.second, r.value) for r in lengths.where("key = 'a'").orderBy("timestamp").collect()]
         [(0, 5), (0, 12), (20, 7)]
+
+        Args:
+            initializer: the constant aggregate of a window before its first value; its type is the
+                aggregate's.
+            adder: as in :meth:`reduce`.
+            late_records: as in :meth:`count` (default ``"drop"``).
+
+        Returns:
+            The table of each (key, window)'s aggregate, with a ``window`` column.
+
+        Raises:
+            KStreamsError: as :meth:`reduce`.
         """
         jinit = java_column(initializer, "initializer")
         jlate = self._stream._late(late_records)
@@ -198,6 +277,23 @@ class SessionWindowedKStream(WindowedKStream):
         >>> sizes = sessions.aggregate(F.lit(0), lambda agg, v: agg + 1, lambda a, b: a + b, late_records="drop").df
         >>> [r.value for r in sizes.where("key = 'a'").orderBy("timestamp").collect()]
         [1, None, 2, None, 3]
+
+        Args:
+            initializer: the constant aggregate of a session before its first value; its type is the
+                aggregate's.
+            adder: the new aggregate: a Column, or a function of the aggregate and value Columns returning one
+                (called once, to build the expression).
+            merger: combines the aggregates of two sessions a record merges: a Column, or a function of the
+                two aggregates' Columns returning one; required (None is refused).
+            late_records: as in :meth:`count` (default ``"drop"``).
+
+        Returns:
+            The table of each (key, session)'s aggregate, with a ``window`` column.
+
+        Raises:
+            KStreamsError: if ``merger`` is None, ``late_records`` is ``"forward"`` (a closed window's result
+                was emitted already) or not an accepted value, or ``adder`` or ``merger`` is neither a Column
+                nor a callable, or the callable raises or returns no Column.
         """
         if merger is None:
             raise KStreamsError(

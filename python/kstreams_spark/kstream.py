@@ -64,6 +64,23 @@ class KStream:
     >>> users = df.withColumnRenamed("key", "user").withColumnRenamed("timestamp", "event_time")
     >>> KStream(users, key="user", timestamp="event_time").deduplicate_by_key("10 seconds").df.count()
     4
+
+    Args:
+        df: the records: a streaming or batch DataFrame.
+        key: name of the key column.
+        value: name of the value column.
+        timestamp: name of the record timestamp column.
+        partition: name of the input partition column; None to ignore such a column (without one the input is
+            one partition).
+        offset: name of the offset column; None to ignore such a column (without one, order inside a
+            micro-batch is timestamp order).
+        on_null_timestamp: what to do with a record whose timestamp is null: ``"fail"`` (the default: the
+            action or query fails with a :class:`KStreamsError`) or ``"skip"`` (skipped and counted as
+            ``null_timestamps_skipped``).
+
+    Raises:
+        KStreamsError: if ``df`` is not a pyspark DataFrame, a column argument is not a column's name (or None
+            for ``partition`` and ``offset``), or ``on_null_timestamp`` is not a string.
     """
 
     def __init__(
@@ -139,6 +156,18 @@ class KStream:
         >>> late = KStream(df).deduplicate_by_key("10 seconds", late_records="side_output")
         >>> [r.value for r in late.df.collect()], [(r.value, r.kstreams_reason) for r in late.side_output.collect()]
         (['apple', 'banana', 'apricot'], [('blueberry', 'late')])
+
+        Args:
+            interval: how far apart (at most) the timestamps of a duplicate and the record forwarded before
+                may be: a timedelta or a string such as ``"10 seconds"``.
+            late_records: what to do with a late record that is no duplicate: ``"forward"`` (the default),
+                ``"drop"`` (dropped and counted) or ``"side_output"`` (routed to :attr:`side_output`).
+
+        Returns:
+            The stream of the forwarded records.
+
+        Raises:
+            KStreamsError: if an argument is not of an accepted form (e.g. an interval that cannot be read).
         """
         return self._next(self._j.deduplicateByKey(interval_text(interval), self._late(late_records)))
 
@@ -150,6 +179,17 @@ class KStream:
 
         >>> [r.value for r in KStream(df).deduplicate_by_key_value("event_id", "1 minute").df.collect()]
         ['apple', 'banana', 'apricot', 'blueberry']
+
+        Args:
+            id: a column or a column's name: with the key, the dedup key.
+            interval: as in :meth:`deduplicate_by_key`: a timedelta or a string such as ``"10 seconds"``.
+            late_records: as in :meth:`deduplicate_by_key` (default ``"forward"``).
+
+        Returns:
+            The stream of the forwarded records.
+
+        Raises:
+            KStreamsError: if an argument is not of an accepted form (e.g. an interval that cannot be read).
         """
         return self._next(
             self._j.deduplicateByKeyValue(
@@ -166,6 +206,18 @@ class KStream:
 
         >>> sorted(r.value for r in KStream(df).deduplicate(F.col("event_id"), "1 minute").df.collect())
         ['apple', 'apricot', 'banana', 'blueberry']
+
+        Args:
+            id: a column or a column's name: the dedup key, the same on all partitions.
+            interval: how far apart (at most) the timestamps of a duplicate and the record forwarded before
+                may be: a timedelta or a string such as ``"10 seconds"``.
+            late_records: as in :meth:`deduplicate_by_key` (default ``"forward"``).
+
+        Returns:
+            The stream of the forwarded records.
+
+        Raises:
+            KStreamsError: if an argument is not of an accepted form (e.g. an interval that cannot be read).
         """
         return self._next(
             self._j.deduplicate(java_column(id, "id"), interval_text(interval), self._late(late_records))
@@ -221,6 +273,16 @@ class KStream:
 
         >>> [(r.value, r.seq) for r in KStream(df).deduplicate_by_sequence("seq").df.collect()]
         [('apple', 1), ('banana', 2), ('apricot', 3)]
+
+        Args:
+            sequence: the record's sequence number: an integer column, a column's name or an expression; null
+                passes.
+
+        Returns:
+            The stream of the forwarded records.
+
+        Raises:
+            KStreamsError: if ``sequence`` is neither a column's name nor a Column.
         """
         return self._next(self._j.deduplicateBySequence(java_column(sequence, "sequence")))
 
@@ -239,6 +301,17 @@ class KStream:
         >>> by_initial = ks.group_by(lambda k, v: F.substring(v, 1, 1)).count().df
         >>> sorted((r.key, r.value) for r in by_initial.collect())
         [('a', 1), ('a', 2), ('a', 3), ('b', 1), ('b', 2)]
+
+        Args:
+            key_selector: a function of the key and value Columns returning the new key Column (called once,
+                to build the expression).
+
+        Returns:
+            The records grouped by the new key.
+
+        Raises:
+            KStreamsError: if ``key_selector`` is neither a Column nor a callable, or the callable raises or
+                returns no Column.
         """
         return self.select_key(key_selector).group_by_key()
 
@@ -251,6 +324,17 @@ class KStream:
 
         >>> [r.value for r in ks.filter(lambda k, v: v.startswith("ap")).df.collect()]
         ['apple', 'apricot']
+
+        Args:
+            predicate: the condition: a Column, or a function of the key and value Columns returning one
+                (called once, to build the expression); null counts as false.
+
+        Returns:
+            The stream of the records kept.
+
+        Raises:
+            KStreamsError: if ``predicate`` is neither a Column nor a callable, or the callable raises or
+                returns no Column.
         """
         return self._next(self._j.filter(self._column(predicate, "predicate", 2)))
 
@@ -259,6 +343,17 @@ class KStream:
 
         >>> [r.value for r in ks.filter_not(F.col("key") == "a").df.collect()]
         ['banana', 'blueberry']
+
+        Args:
+            predicate: the condition: a Column, or a function of the key and value Columns returning one
+                (called once, to build the expression); a record is kept where it is false or null.
+
+        Returns:
+            The stream of the records kept.
+
+        Raises:
+            KStreamsError: if ``predicate`` is neither a Column nor a callable, or the callable raises or
+                returns no Column.
         """
         return self._next(self._j.filterNot(self._column(predicate, "predicate", 2)))
 
@@ -267,6 +362,17 @@ class KStream:
 
         >>> [r.value for r in ks.map_values(lambda v: F.upper(v)).df.collect()]
         ['APPLE', 'BANANA', 'AVOCADO', 'APRICOT', 'BLUEBERRY']
+
+        Args:
+            mapper: the new value: a Column, or a function of the value Column returning one (called once, to
+                build the expression).
+
+        Returns:
+            The stream with the new values.
+
+        Raises:
+            KStreamsError: if ``mapper`` is neither a Column nor a callable, or the callable raises or returns
+                no Column.
         """
         jvalue = self._column(mapper, "mapper", 1)
         return self._next(self._j.mapValues(door(self._spark).function1(jvalue)))
@@ -276,6 +382,17 @@ class KStream:
 
         >>> [r.key for r in ks.select_key(lambda k, v: F.substring(v, 1, 2)).df.collect()]
         ['ap', 'ba', 'av', 'ap', 'bl']
+
+        Args:
+            key_selector: the new key: a Column, or a function of the key and value Columns returning one
+                (called once, to build the expression).
+
+        Returns:
+            The stream with the new keys.
+
+        Raises:
+            KStreamsError: if ``key_selector`` is neither a Column nor a callable, or the callable raises or
+                returns no Column.
         """
         jkey = self._column(key_selector, "key_selector", 2)
         return self._next(self._j.selectKey(door(self._spark).function2(jkey)))
@@ -285,6 +402,16 @@ class KStream:
 
         >>> [(r.key, r.value) for r in ks.map(lambda k, v: (v, k)).df.collect()][:2]
         [('apple', 'a'), ('banana', 'b')]
+
+        Args:
+            mapper: a function of the key and value Columns returning the new (key, value) pair of Columns
+                (called once, to build the expressions).
+
+        Returns:
+            The stream with the new keys and values.
+
+        Raises:
+            KStreamsError: if ``mapper`` is not callable or does not return a pair of Columns.
         """
         if not callable(mapper):
             raise KStreamsError(f"map's mapper must be a callable, got {type(mapper).__name__}")
@@ -302,6 +429,17 @@ class KStream:
         ...     F.struct(k.alias("key"), v.alias("value")), F.struct(v.alias("key"), k.alias("value")))
         >>> [(r.key, r.value) for r in ks.flat_map(pairs).df.collect()][:2]
         [('a', 'apple'), ('apple', 'a')]
+
+        Args:
+            mapper: an array of structs with fields ``key`` and ``value``, one per output record: a Column, or
+                a function of the key and value Columns returning one (called once, to build the expression).
+
+        Returns:
+            The stream of the output records, each with the input's other columns and timestamp.
+
+        Raises:
+            KStreamsError: if ``mapper`` is neither a Column nor a callable, or the callable raises or returns
+                no Column.
         """
         jpairs = self._column(mapper, "mapper", 2)
         return self._next(self._j.flatMap(door(self._spark).function2(jpairs)))
@@ -311,6 +449,17 @@ class KStream:
 
         >>> [r.value for r in ks.flat_map_values(lambda v: F.split(v, "p")).df.collect()][:3]
         ['a', '', 'le']
+
+        Args:
+            mapper: an array with one element per output record's value: a Column, or a function of the value
+                Column returning one (called once, to build the expression).
+
+        Returns:
+            The stream of the output records.
+
+        Raises:
+            KStreamsError: if ``mapper`` is neither a Column nor a callable, or the callable raises or returns
+                no Column.
         """
         jvalues = self._column(mapper, "mapper", 1)
         return self._next(self._j.flatMapValues(door(self._spark).function1(jvalues)))
@@ -322,6 +471,16 @@ class KStream:
 
         >>> ks.peek(lambda row: print(row.key, row.value)).df.count()  # prints on the executors
         5
+
+        Args:
+            action: called with each record's Row (all its columns) as it passes, on the executors; what it
+                returns is ignored.
+
+        Returns:
+            The stream of the same records.
+
+        Raises:
+            KStreamsError: if ``action`` is not callable.
         """
         if not callable(action):
             raise KStreamsError(f"peek's action must be callable, got {type(action).__name__}")
@@ -349,6 +508,15 @@ class KStream:
 
         >>> KStream(df.where("key = 'a'")).merge(KStream(df.where("key = 'b'"))).df.count()
         5
+
+        Args:
+            other: the stream whose records are added; its DataFrame must have the same columns.
+
+        Returns:
+            The stream of both streams' records.
+
+        Raises:
+            KStreamsError: if ``other`` is not a :class:`KStream`.
         """
         if not isinstance(other, KStream):
             raise KStreamsError(f"merge takes a KStream, got {type(other).__name__}")
@@ -372,6 +540,20 @@ class KStream:
 
             ks.to("out", **{"kafka.bootstrap.servers": "host:9092"}).option("checkpointLocation", d).start()
             ks.to("out", exactly_once=True, **{"kafka.bootstrap.servers": "host:9092"}).option(...)
+
+        Args:
+            topic: the name of the Kafka topic written to.
+            exactly_once: True to write each micro-batch in Kafka transactions, a replayed one not twice
+                (streaming only); False (the default): Spark's at-least-once Kafka sink.
+            **options: options of the writer, e.g. ``kafka.bootstrap.servers``.
+
+        Returns:
+            A writer of the records, not started: a DataStreamWriter for a streaming DataFrame, a
+            DataFrameWriter for a batch one.
+
+        Raises:
+            KStreamsError: if ``topic`` is not a str, ``exactly_once`` is not a bool, or ``exactly_once`` is
+                True for a batch DataFrame.
         """
         if not isinstance(exactly_once, bool):
             raise KStreamsError(f"exactly_once must be True or False, got {exactly_once!r}")
@@ -422,16 +604,53 @@ class KStream:
         ...                  JoinWindows.of_time_difference_with_no_grace("1 second"))
         >>> sorted(r.value for r in joined.df.collect())
         ['apple+e1', 'apricot+e3', 'avocado+e1', 'banana+e2']
+
+        Args:
+            other: the stream joined with this one.
+            joiner: the result value: a Column, or a function of this stream's value and the other stream's
+                value Columns returning one.
+            windows: how far apart the timestamps of joined records may be, and the grace for late records.
+
+        Returns:
+            The joined records (``key``, ``value``, ``timestamp``).
+
+        Raises:
+            KStreamsError: if ``other`` is not a :class:`KStream`, ``windows`` is not a :class:`JoinWindows`,
+                or ``joiner`` is neither a Column nor a callable, or the callable raises or returns no Column.
         """
         return self._stream_join(other, joiner, windows, "join")
 
     def left_join(self, other: KStream, joiner: Column | KeyValueFunction, windows: JoinWindows) -> KStream:
         """:meth:`join`, plus each record of this stream that never matched, with a null other
-        value, once its window has closed (at its own timestamp)."""
+        value, once its window has closed (at its own timestamp).
+
+        Args:
+            other: as in :meth:`join`.
+            joiner: as in :meth:`join`.
+            windows: as in :meth:`join`.
+
+        Returns:
+            The joined records, and this stream's unmatched records with a null other value.
+
+        Raises:
+            KStreamsError: as :meth:`join`.
+        """
         return self._stream_join(other, joiner, windows, "leftJoin")
 
     def outer_join(self, other: KStream, joiner: Column | KeyValueFunction, windows: JoinWindows) -> KStream:
-        """:meth:`join`, plus the unmatched records of both streams once their windows closed."""
+        """:meth:`join`, plus the unmatched records of both streams once their windows closed.
+
+        Args:
+            other: as in :meth:`join`.
+            joiner: as in :meth:`join`.
+            windows: as in :meth:`join`.
+
+        Returns:
+            The joined records, and both streams' unmatched records.
+
+        Raises:
+            KStreamsError: as :meth:`join`.
+        """
         return self._stream_join(other, joiner, windows, "outerJoin")
 
     def _stream_join(self, other: KStream, joiner, windows: JoinWindows, method: str) -> KStream:
@@ -491,6 +710,25 @@ class KStream:
         ...         self.context.forward(record.key, record.value.upper())
         >>> [r.value for r in KStream(df).process(Upper).df.orderBy("offset").collect()]
         ['APPLE', 'BANANA', 'AVOCADO', 'APRICOT', 'BLUEBERRY']
+
+        Args:
+            supplier: the processor class, or a function returning a new processor.
+            stores: the key-value stores the processor uses, each declared with :meth:`Stores.key_value` under
+                a name of its own.
+            name: the processor's name in errors; None: the class name.
+            wall_clock: True enables wall-clock punctuation (Spark processing-time timers); streaming only.
+            key_type: the Spark type of the result's key column; None: the input key column's type.
+            value_type: the Spark type of the result's value column; None: the input value column's type.
+
+        Returns:
+            The records the processor forwarded: key, value, ``timestamp``, ``partition`` and ``offset`` (None
+            when forwarded from a punctuation).
+
+        Raises:
+            KStreamsError: if ``supplier`` is neither a processor class nor a function returning a processor
+                (an instance is refused), ``stores`` is not a list of distinct store declarations, ``name`` is
+                not a str, ``key_type`` or ``value_type`` is not a pyspark DataType, or ``wall_clock`` is True
+                for a batch DataFrame.
         """
         from kstreams_spark import _processor_plan
 
@@ -514,11 +752,31 @@ class BranchedKStream:
         self._stream, self._branches = stream, branches
 
     def branch(self, predicate: Column | KeyValueFunction, name: str) -> BranchedKStream:
-        """Add a branch ``name`` for the records ``predicate`` is true for (null counts as false)."""
+        """Add a branch ``name`` for the records ``predicate`` is true for (null counts as false).
+
+        Args:
+            predicate: the branch's condition: a Column, or a function of the key and value Columns returning
+                one (called once, to build the expression); null counts as false.
+            name: the branch's name, its key in the dict the branches end in.
+
+        Returns:
+            The branches so far, this one last.
+        """
         return BranchedKStream(self._stream, self._branches + [(predicate, name)])
 
     def default_branch(self, name: str) -> dict[str, KStream]:
-        """The branches as a dict of name to :class:`KStream`, plus ``name`` for the rest."""
+        """The branches as a dict of name to :class:`KStream`, plus ``name`` for the rest.
+
+        Args:
+            name: the name of the branch of the records no predicate took.
+
+        Returns:
+            The branches by name, ``name`` last.
+
+        Raises:
+            KStreamsError: if a branch's predicate is neither a Column nor a callable, or the callable raises
+                or returns no Column.
+        """
         return self._build(lambda j: j.defaultBranch(name), [name])
 
     def no_default_branch(self) -> dict[str, KStream]:

@@ -98,15 +98,53 @@ class KTable:
         >>> joined = fruits.join(ids, lambda fruit, id: F.concat(fruit, F.lit("+"), id)).df
         >>> [r.value for r in joined.where("key = 'b'").orderBy("timestamp").collect()]
         ['banana+e2', 'blueberry+e2', 'blueberry+e4']
+
+        Args:
+            other: the table joined with this one.
+            joiner: the result value: a Column, or a function of this table's value and the other table's
+                value Columns returning one.
+
+        Returns:
+            The table of the joined values.
+
+        Raises:
+            KStreamsError: if ``other`` is not a :class:`KTable`, or ``joiner`` is neither a Column nor a
+                callable, or the callable raises or returns no Column.
         """
         return self._join(other, joiner, "join")
 
     def left_join(self, other: KTable, joiner: Column | KeyValueFunction) -> KTable:
-        """:meth:`join`, also emitting ``joiner(this_value, None)`` while ``other`` has no row."""
+        """:meth:`join`, also emitting ``joiner(this_value, None)`` while ``other`` has no row.
+
+        Args:
+            other: the table joined with this one.
+            joiner: the result value: a Column, or a function of this table's value and the other table's
+                value Columns returning one; the other value is None while ``other`` has no row.
+
+        Returns:
+            The table of the joined values.
+
+        Raises:
+            KStreamsError: if ``other`` is not a :class:`KTable`, or ``joiner`` is neither a Column nor a
+                callable, or the callable raises or returns no Column.
+        """
         return self._join(other, joiner, "leftJoin")
 
     def outer_join(self, other: KTable, joiner: Column | KeyValueFunction) -> KTable:
-        """:meth:`join`, emitting whenever either side has a row (the missing value is null)."""
+        """:meth:`join`, emitting whenever either side has a row (the missing value is null).
+
+        Args:
+            other: the table joined with this one.
+            joiner: the result value: a Column, or a function of this table's value and the other table's
+                value Columns returning one; the value of a side without a row is null.
+
+        Returns:
+            The table of the joined values.
+
+        Raises:
+            KStreamsError: if ``other`` is not a :class:`KTable`, or ``joiner`` is neither a Column nor a
+                callable, or the callable raises or returns no Column.
+        """
         return self._join(other, joiner, "outerJoin")
 
     def _join(self, other: KTable, joiner, method: str) -> KTable:

@@ -30,6 +30,16 @@ def operator_metrics(
     >>> progress = {"observedMetrics": {"kstreams_deduplicate_by_key": {"forwarded": 3, "duplicates_dropped": 2}}}
     >>> operator_metrics([progress, progress])
     {'kstreams_deduplicate_by_key': {'forwarded': 6, 'duplicates_dropped': 4}}
+
+    Args:
+        progresses: query progress reports, e.g. ``query.recentProgress`` or ``[query.lastProgress]``.
+        rates: True to give each counter also ``<counter>-rate``, its total per second of micro-batch time.
+
+    Returns:
+        The summed counters of each operator's observed metric (``kstreams_<operator>``), by counter name.
+
+    Raises:
+        KStreamsError: if ``progresses`` is a single report (a dict) or not iterable.
     """
     if isinstance(progresses, dict) or not isinstance(progresses, Iterable):
         raise KStreamsError(

@@ -83,15 +83,30 @@ class Processor:
     """
 
     def init(self, context: ProcessorContext) -> None:
-        """Called first; keep the context, get stores, register schedules."""
+        """Called first; keep the context, get stores, register schedules.
+
+        Args:
+            context: this instance's :class:`ProcessorContext`.
+        """
 
     def process(self, record: Record) -> None:
-        """Called for each record, in offset order of its input partition."""
+        """Called for each record, in offset order of its input partition.
+
+        Args:
+            record: the input record.
+
+        Raises:
+            NotImplementedError: unless a subclass overrides it.
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement process(record)")
 
     def punctuate(self, timestamp: int) -> None:
         """Called by schedules registered with ``context.schedule(interval, type)``; ``timestamp``
-        is the stream time or the processing time, in ms."""
+        is the stream time or the processing time, in ms.
+
+        Args:
+            timestamp: the stream time or the processing time, in ms.
+        """
 
     def close(self) -> None:
         """Called at the end of the partition's micro-batch, once per task and micro-batch. The
@@ -116,7 +131,17 @@ class Stores:
 
     @staticmethod
     def key_value(name: str) -> StoreSpec:
-        """A key-value store of any picklable Python keys and values."""
+        """A key-value store of any picklable Python keys and values.
+
+        Args:
+            name: the store's name, which ``context.get_state_store`` takes.
+
+        Returns:
+            The store's declaration, for ``stores=``.
+
+        Raises:
+            KStreamsError: if ``name`` is not a non-empty string.
+        """
         if not isinstance(name, str) or not name:
             raise KStreamsError(f"a store needs a non-empty name, got {name!r}")
         return StoreSpec(name)
@@ -137,33 +162,68 @@ class KeyValueStore:
         self._state = state
 
     def get(self, key: Any) -> Any:
-        """The value of ``key``, or None."""
+        """The value of ``key``, or None.
+
+        Args:
+            key: the key, any picklable value.
+
+        Returns:
+            The value stored under ``key``, or None.
+        """
         found = self._state.getValue((_dump(key),))
         return None if found is None else pickle.loads(found[0])
 
     def put(self, key: Any, value: Any) -> None:
-        """Stores ``value`` under ``key``; ``None`` deletes (as in Kafka)."""
+        """Stores ``value`` under ``key``; ``None`` deletes (as in Kafka).
+
+        Args:
+            key: the key, any picklable value.
+            value: any picklable value; None deletes ``key``.
+        """
         if value is None:
             self._state.removeKey((_dump(key),))
         else:
             self._state.updateValue((_dump(key),), (_dump(value),))
 
     def put_if_absent(self, key: Any, value: Any) -> Any:
-        """Stores ``value`` only if ``key`` has none; returns the value that was there."""
+        """Stores ``value`` only if ``key`` has none; returns the value that was there.
+
+        Args:
+            key: the key, any picklable value.
+            value: any picklable value, stored if ``key`` has none.
+
+        Returns:
+            The value that was there, or None (``value`` was then stored).
+        """
         existing = self.get(key)
         if existing is None:
             self.put(key, value)
         return existing
 
     def delete(self, key: Any) -> Any:
-        """Removes ``key``; returns the value that was there."""
+        """Removes ``key``; returns the value that was there.
+
+        Args:
+            key: the key, any picklable value.
+
+        Returns:
+            The value that was there, or None.
+        """
         existing = self.get(key)
         if existing is not None:
             self._state.removeKey((_dump(key),))
         return existing
 
     def range(self, start: Any, end: Any) -> list[tuple[Any, Any]]:
-        """Entries with ``start <= key <= end`` (inclusive, as in Kafka), in key order."""
+        """Entries with ``start <= key <= end`` (inclusive, as in Kafka), in key order.
+
+        Args:
+            start: the smallest key (inclusive).
+            end: the largest key (inclusive).
+
+        Returns:
+            The (key, value) entries in that range, in key order.
+        """
         return sorted((k, v) for k, v in self.all() if start <= k <= end)
 
     def all(self) -> Iterator[tuple[Any, Any]]:
@@ -186,7 +246,14 @@ class ProcessorContext(abc.ABC):
     @abc.abstractmethod
     def forward(self, key: Any, value: Any, timestamp: int | None = None) -> None:
         """Emits a record to the children (or the output); ``timestamp`` (epoch ms) defaults to
-        the current record's (in a punctuation: the punctuation time)."""
+        the current record's (in a punctuation: the punctuation time).
+
+        Args:
+            key: the forwarded record's key.
+            value: the forwarded record's value.
+            timestamp: the forwarded record's timestamp, in epoch ms; None: the current record's (in a
+                punctuation: the punctuation time).
+        """
 
     @abc.abstractmethod
     def schedule(
@@ -197,11 +264,26 @@ class ProcessorContext(abc.ABC):
     ) -> None:
         """Calls ``punctuate`` (or ``punctuator``) every ``interval`` (a timedelta, or ms as int) of
         stream or wall-clock time. Call it from ``init``: schedules are numbered in registration
-        order and their next time is checkpointed under that number."""
+        order and their next time is checkpointed under that number.
+
+        Args:
+            interval: the time between punctuations: a timedelta, or ms as an int.
+            punctuation_type: ``PunctuationType.STREAM_TIME`` (the default) or
+                ``PunctuationType.WALL_CLOCK_TIME``.
+            punctuator: called with the timestamp in place of the processor's ``punctuate``; None:
+                ``punctuate``.
+        """
 
     @abc.abstractmethod
     def get_state_store(self, name: str) -> KeyValueStore:
-        """The store ``name`` declared for this processor (``stores=[Stores.key_value(name)]``)."""
+        """The store ``name`` declared for this processor (``stores=[Stores.key_value(name)]``).
+
+        Args:
+            name: the store's name, as declared with ``Stores.key_value(name)``.
+
+        Returns:
+            The store.
+        """
 
     @property
     @abc.abstractmethod

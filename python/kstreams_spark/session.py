@@ -59,6 +59,16 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
     ``getOrCreate()`` would hand it back unchanged, without the jars or settings.
 
     >>> spark = configure_spark(SparkSession.builder.master("local[2]")).getOrCreate()
+
+    Args:
+        builder: ``SparkSession.builder``, e.g. ``SparkSession.builder.master("local[2]")``.
+
+    Returns:
+        The builder with the jars and settings; call ``getOrCreate()`` on it.
+
+    Raises:
+        KStreamsError: if ``builder`` is not a ``SparkSession.Builder``, or a plain Spark session (without the
+            kstreams jar) is already running in this process.
     """
     if not isinstance(builder, SparkSession.Builder):
         raise KStreamsError(

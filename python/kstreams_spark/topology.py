@@ -101,6 +101,18 @@ class Topology:
           <-- S
         Sink: K (target: print)
           <-- P
+
+    Args:
+        kafka_options: options of Spark's Kafka source for the sources given as topic names, e.g.
+            ``{"kafka.bootstrap.servers": ...}``; None: no topic sources.
+        key_type: the Spark type of the key the processors forward; None: the sources' key type.
+        value_type: the Spark type of the value the processors forward; None: the sources' value type.
+        **columns: the sources' column names, as :class:`~kstreams_spark.KStream` takes them (e.g.
+            ``key="user"``).
+
+    Raises:
+        KStreamsError: if no Spark session is active, the session is a Spark Connect one, or ``key_type`` or
+            ``value_type`` is not a pyspark DataType.
     """
 
     def __init__(
@@ -132,7 +144,19 @@ class Topology:
         self._columns = columns
 
     def add_source(self, name: str, df_or_topic: DataFrame | str) -> Topology:
-        """Adds a source node reading a streaming DataFrame or a Kafka topic."""
+        """Adds a source node reading a streaming DataFrame or a Kafka topic.
+
+        Args:
+            name: the node's name, unique in the topology (a non-empty string).
+            df_or_topic: a streaming DataFrame, or the name of a Kafka topic (which needs ``kafka_options``).
+
+        Returns:
+            This topology, for chaining.
+
+        Raises:
+            KStreamsError: if ``name`` is not a non-empty string or was already added, ``df_or_topic`` is
+                neither a DataFrame nor a str, or it names a topic and the topology has no ``kafka_options``.
+        """
         if isinstance(df_or_topic, str):
             if not self._kafka_options:
                 raise KStreamsError(
@@ -153,14 +177,47 @@ class Topology:
     def add_processor(
         self, name: str, supplier: Any, *parents: str, stores: Sequence[StoreSpec] = ()
     ) -> Topology:
-        """Adds a processor fed by the records its parents forward (or read, for sources)."""
+        """Adds a processor fed by the records its parents forward (or read, for sources).
+
+        Args:
+            name: the node's name, unique in the topology (a non-empty string).
+            supplier: the processor class, or a function returning a new processor.
+            *parents: the names of the nodes (sources or processors) it takes records from, added before;
+                at least one.
+            stores: the key-value stores the processor uses, each declared with :meth:`Stores.key_value` under
+                a name of its own.
+
+        Returns:
+            This topology, for chaining.
+
+        Raises:
+            KStreamsError: if ``name`` is not a non-empty string or was already added, ``supplier`` is neither
+                a processor class nor a function returning a processor, ``stores`` is not a list of distinct
+                store declarations, or no parent is given, or a parent is not in the topology or is a sink.
+        """
         node = _Node("processor", supplier=supplier_of(supplier), stores=check_stores(stores))
         self._graph.addProcessor(_name(name), node.stores, list(parents))
         self._nodes[name] = node
         return self
 
     def add_sink(self, name: str, target: SinkTarget, *parents: str) -> Topology:
-        """Adds a sink writing what its parent processors forward to ``target``."""
+        """Adds a sink writing what its parent processors forward to ``target``.
+
+        Args:
+            name: the node's name, unique in the topology (a non-empty string).
+            target: a directory (Parquet, one ``batch_id=<n>`` folder per micro-batch) or a function
+                ``(batch_df, batch_id)`` given each micro-batch's records.
+            *parents: the names of the processors whose forwarded records it writes, added before; at
+                least one.
+
+        Returns:
+            This topology, for chaining.
+
+        Raises:
+            KStreamsError: if ``name`` is not a non-empty string or was already added, ``target`` is neither
+                a directory (a str) nor a function, or no parent is given, or a parent is not in the topology
+                or is not a processor.
+        """
         if not (isinstance(target, str) or callable(target)):
             raise KStreamsError(
                 f"sink '{name}' target must be a directory or a function "
@@ -188,6 +245,19 @@ class Topology:
 
         ``trigger`` is passed to ``writeStream.trigger`` (e.g. ``{"availableNow": True}``);
         ``wall_clock=True`` enables wall-clock punctuation.
+
+        Args:
+            checkpoint_location: the directory under which each sub-topology's query checkpoints
+                (``sub-topology-<i>``).
+            trigger: keyword arguments of ``writeStream.trigger``, e.g. ``{"availableNow": True}``; None:
+                Spark's default trigger.
+            wall_clock: True enables wall-clock punctuation.
+
+        Returns:
+            The streaming queries, one per sub-topology, running.
+
+        Raises:
+            KStreamsError: if the topology is empty, or a source feeds no processor.
         """
         queries = []
         subs = self._graph.subTopologies()

@@ -16,6 +16,14 @@ class TimeWindows:
 
     >>> TimeWindows.of_size_and_grace(timedelta(seconds=10), "2 seconds")
     TimeWindows(size=datetime.timedelta(seconds=10), grace='2 seconds')
+
+    Args:
+        size: the windows' length: a timedelta or a string such as ``"10 seconds"``.
+        grace: how long after its end a window still accepts records, in the same forms; None: no grace.
+
+    Raises:
+        KStreamsError: if ``size`` or ``grace`` is neither a timedelta nor a string (the values are checked
+            when the windows are used).
     """
 
     def __init__(self, size: Interval, grace: Interval | None) -> None:
@@ -29,6 +37,16 @@ class TimeWindows:
 
         >>> TimeWindows.of_size_with_no_grace("10 seconds")
         TimeWindows(size='10 seconds', grace=None)
+
+        Args:
+            size: the windows' length: a timedelta or a string such as ``"10 seconds"``.
+
+        Returns:
+            The windows.
+
+        Raises:
+            KStreamsError: if ``size`` is neither a timedelta nor a string (the values are checked when the
+                windows are used).
         """
         return TimeWindows(size, None)
 
@@ -38,6 +56,17 @@ class TimeWindows:
 
         >>> TimeWindows.of_size_and_grace("1 minute", timedelta(seconds=5))
         TimeWindows(size='1 minute', grace=datetime.timedelta(seconds=5))
+
+        Args:
+            size: the windows' length: a timedelta or a string such as ``"10 seconds"``.
+            grace: how long after its end a window still accepts records, in the same forms.
+
+        Returns:
+            The windows.
+
+        Raises:
+            KStreamsError: if ``size`` or ``grace`` is neither a timedelta nor a string (the values are
+                checked when the windows are used).
         """
         return TimeWindows(size, grace)
 
@@ -57,6 +86,15 @@ class SessionWindows:
 
     >>> SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=5))
     SessionWindows(gap=datetime.timedelta(seconds=300), grace=None)
+
+    Args:
+        gap: the inactivity gap: records of a key at most this far apart form one session; a timedelta or a
+            string such as ``"10 seconds"``.
+        grace: how much longer a session accepts late records, in the same forms; None: no grace.
+
+    Raises:
+        KStreamsError: if ``gap`` or ``grace`` is neither a timedelta nor a string (the values are checked
+            when the windows are used).
     """
 
     def __init__(self, gap: Interval, grace: Interval | None) -> None:
@@ -69,6 +107,17 @@ class SessionWindows:
 
         >>> SessionWindows.of_inactivity_gap_with_no_grace("5 minutes")
         SessionWindows(gap='5 minutes', grace=None)
+
+        Args:
+            gap: the inactivity gap: records of a key at most this far apart form one session; a timedelta or
+                a string such as ``"10 seconds"``.
+
+        Returns:
+            The windows.
+
+        Raises:
+            KStreamsError: if ``gap`` is neither a timedelta nor a string (the values are checked when the
+                windows are used).
         """
         return SessionWindows(gap, None)
 
@@ -78,6 +127,18 @@ class SessionWindows:
 
         >>> SessionWindows.of_inactivity_gap_and_grace("5 minutes", "1 minute")
         SessionWindows(gap='5 minutes', grace='1 minute')
+
+        Args:
+            gap: the inactivity gap: records of a key at most this far apart form one session; a timedelta or
+                a string such as ``"10 seconds"``.
+            grace: how much longer a session accepts late records, in the same forms.
+
+        Returns:
+            The windows.
+
+        Raises:
+            KStreamsError: if ``gap`` or ``grace`` is neither a timedelta nor a string (the values are checked
+                when the windows are used).
         """
         return SessionWindows(gap, grace)
 
@@ -101,6 +162,16 @@ class JoinWindows:
 
     >>> JoinWindows.of_time_difference_with_no_grace(timedelta(milliseconds=100))
     JoinWindows(time_difference=datetime.timedelta(microseconds=100000), grace=None)
+
+    Args:
+        time_difference: the largest difference between the timestamps of two records that join: a timedelta
+            or a string such as ``"10 seconds"``.
+        grace: how much longer, in stream time, a record's window stays open for late records, in the same
+            forms; None: no grace.
+
+    Raises:
+        KStreamsError: if ``time_difference`` or ``grace`` is neither a timedelta nor a string (the values are
+            checked when the windows are used).
     """
 
     def __init__(self, time_difference: Interval, grace: Interval | None) -> None:
@@ -113,6 +184,17 @@ class JoinWindows:
 
         >>> JoinWindows.of_time_difference_with_no_grace("10 seconds")
         JoinWindows(time_difference='10 seconds', grace=None)
+
+        Args:
+            time_difference: the largest difference between the timestamps of two records that join: a
+                timedelta or a string such as ``"10 seconds"``.
+
+        Returns:
+            The join windows.
+
+        Raises:
+            KStreamsError: if ``time_difference`` is neither a timedelta nor a string (the values are checked
+                when the windows are used).
         """
         return JoinWindows(time_difference, None)
 
@@ -122,6 +204,19 @@ class JoinWindows:
 
         >>> JoinWindows.of_time_difference_and_grace("10 seconds", "1 minute")
         JoinWindows(time_difference='10 seconds', grace='1 minute')
+
+        Args:
+            time_difference: the largest difference between the timestamps of two records that join: a
+                timedelta or a string such as ``"10 seconds"``.
+            grace: how much longer, in stream time, a record's window stays open for late records, in the same
+                forms.
+
+        Returns:
+            The join windows.
+
+        Raises:
+            KStreamsError: if ``time_difference`` or ``grace`` is neither a timedelta nor a string (the values
+                are checked when the windows are used).
         """
         return JoinWindows(time_difference, grace)
 
