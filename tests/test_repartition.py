@@ -5,7 +5,7 @@ One query runs an operator of each state shape (per input partition, as bytes an
 global store spread over id groups; per key; per key hash group with each partition's clock; a
 join; a Python processor) over the crash harness's at-least-once stream (tests/crash.py: replays,
 out-of-order, late records, null keys, 3 partitions), one file per micro-batch. Its checkpoint is
-moved between micro-batches from 2 to 3 and then to 1 state partition; the restarted query must
+moved between micro-batches from 2 to 4 and then to 3 state partitions; the restarted query must
 write exactly the rows of the same query that never stopped (the oracle: Spark's and kstreams'
 results do not depend on the number of state partitions; the uninterrupted run is the reference,
 as in the crash test).
@@ -72,15 +72,15 @@ def test_a_moved_checkpoint_continues_with_the_output_of_the_query_that_never_st
     checkpoint = os.path.join(moved, "checkpoint")
     os.makedirs(moved_in)
     files = sorted(os.listdir(tmp_path / "all"))
-    # one file per run: 2 state partitions (the session's), then moved to 3, then to 1
-    for i, partitions in enumerate([None, 3, 1]):
+    # one file per run: 2 state partitions (the session's), then moved to 4, then to 3
+    for i, partitions in enumerate([None, 4, 3]):
         if partitions is not None:
             before = state_partitions(checkpoint)
             assert repartition_state(spark, checkpoint, partitions, [os.path.join(moved, "out")]) == before
             assert state_partitions(checkpoint) == partitions
         shutil.copy2(tmp_path / "all" / files[i], moved_in / files[i])
         start(spark, str(moved_in), moved).awaitTermination()
-    assert state_partitions(checkpoint) == 1
+    assert state_partitions(checkpoint) == 3
     clean.awaitTermination()
 
     expected = rows(spark, str(tmp_path / "clean"))
