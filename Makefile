@@ -164,6 +164,13 @@ test-crash: install $(KAFKA_BROKER) $(CRASH_PROCESSORS)
 test-cluster: install
 	$(PY) -m pytest -q -m cluster tests
 
+# The manual: the README's sections as pages, the contract, the benchmark results, the Python API
+# reference (from the docstrings) and the Scaladoc, as a static site in site/ (open site/index.html).
+.PHONY: docs
+docs: install
+	$(SBT) doc
+	$(PY) docs/build_site.py --out site --scaladoc jvm/target/scala-2.13/api
+
 demo: install
 	$(VENV)/bin/kstreams-spark demo
 
