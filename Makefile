@@ -87,7 +87,7 @@ $(CRASH_PROCESSORS): $(JAR) $(SCALA_TEST_SRC)
 # and Spark session as the tests beside it.
 PYTEST = $(PY) -m pytest -q --durations=20 --doctest-modules
 PYTEST_ALL = tests python/kstreams_spark --ignore=tests/test_readme.py
-test-python: install $(KAFKA_BROKER) $(CRASH_PROCESSORS)
+test-python: install $(KAFKA_BROKER) $(CRASH_PROCESSORS) chromium
 	$(PYTEST) $(PYTEST_ALL)
 
 # Everything in two lanes at once, each about half the work, so that both cores stay busy to the
@@ -116,7 +116,7 @@ test-build: $(SBT_LAUNCH) $(VENV)/.deps
 	$(mark-built-current)
 
 # (sbt finds nothing to compile: test-build built it)
-test-lane-1: install $(KAFKA_BROKER) $(CRASH_PROCESSORS)
+test-lane-1: install $(KAFKA_BROKER) $(CRASH_PROCESSORS) chromium
 	KSTREAMS_SKIP_SUITES=$(REAL_TIME_SUITE) $(SBT) test
 	$(PYTEST) $(PYTEST_ALL) $(addprefix --ignore=,$(PYTEST_LANE_2))
 
@@ -165,11 +165,19 @@ test-cluster: install
 	$(PY) -m pytest -q -m cluster tests
 
 # The manual: the README's sections as pages, the contract, the benchmark results, the Python API
-# reference (from the docstrings) and the Scaladoc, as a static site in site/ (open site/index.html).
+# reference (from the docstrings) and the Scaladoc, as a static site in site/ (open site/index.html);
+# then two pages opened in headless Chromium (Debian's package, installed here when missing) and
+# their screenshots checked to show a rendered page (docs/check_render.py).
 .PHONY: docs
-docs: install
+docs: install chromium
 	$(SBT) doc
 	$(PY) docs/build_site.py --out site --scaladoc jvm/target/scala-2.13/api
+	$(PY) docs/check_render.py site index.html api.html
+
+# Debian's Chromium, for the manual's rendering check (docs/check_render.py; tests/test_docs.py)
+.PHONY: chromium
+chromium:
+	command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
 
 demo: install
 	$(VENV)/bin/kstreams-spark demo

@@ -1,6 +1,8 @@
 """The manual (``make docs``, docs/build_site.py): it builds in mkdocs' strict mode (a link or
 anchor that points nowhere fails the build), every internal link and image of every page then
-resolves, and the Python API reference shows the docstrings with their parameter sections."""
+resolves, the Python API reference shows the docstrings with their parameter sections, and two
+pages opened in headless Chromium (Debian's package; the Makefile installs it) show a rendered
+page (docs/check_render.py), which a blank page does not."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import re
 import subprocess
 import sys
 from html.parser import HTMLParser
+
+import pytest
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
@@ -30,8 +34,9 @@ class Links(HTMLParser):
                 self.refs.append(attrs[name])
 
 
-def test_the_manual_builds_and_no_internal_link_or_image_is_broken(tmp_path):
-    site = tmp_path / "site"
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    site = tmp_path_factory.mktemp("manual") / "site"
     done = subprocess.run(
         [sys.executable, os.path.join(ROOT, "docs", "build_site.py"), "--out", str(site)],
         capture_output=True,
@@ -39,6 +44,10 @@ def test_the_manual_builds_and_no_internal_link_or_image_is_broken(tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return site
+
+
+def test_the_manual_builds_and_no_internal_link_or_image_is_broken(site):
     pages = {}
     for name in os.listdir(site):
         if name.endswith(".html"):
@@ -74,3 +83,17 @@ def test_the_manual_builds_and_no_internal_link_or_image_is_broken(tmp_path):
     api = (site / "api.html").read_text(encoding="utf-8")
     for shown in ["kstreams_spark.KStream.deduplicate_by_key", "late_records", "repartition_state"]:
         assert shown in api, shown
+
+
+def test_pages_render_in_headless_chromium_and_a_blank_page_does_not(site):
+    check = [sys.executable, os.path.join(ROOT, "docs", "check_render.py"), str(site)]
+    done = subprocess.run([*check, "index.html", "api.html"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "check_render: index.html renders (theme, navigation, text)",
+        "check_render: api.html renders (theme, navigation, text)",
+    ]
+    (site / "blank.html").write_text("<html><body></body></html>")
+    blank = subprocess.run([*check, "blank.html"], capture_output=True, text=True, timeout=300)
+    assert blank.returncode == 1
+    assert "blank.html: no dark navigation bar on the left" in blank.stderr, blank.stderr
