@@ -16,10 +16,15 @@ import shutil
 import sys
 from collections.abc import Callable
 
-from kstreams_spark import KStream, SessionWindows, TimeWindows
+from kstreams_spark import JoinWindows, KStream, Processor, SessionWindows, Stores, TimeWindows
+from pyspark import cloudpickle
+from pyspark.sql import functions as F
 
 sys.path.insert(0, os.path.dirname(__file__))
 from streams import Rec, StreamRun, with_offsets  # noqa: E402
+
+# The processor below is defined in this module, which Python workers cannot import.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 ROOT = "/tmp/kstreams-checkpoint-fixtures"
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "checkpoints")
@@ -60,7 +65,57 @@ FAMILIES: dict[str, Callable] = {
     ),
     "count": lambda d: KStream(d).group_by_key().count().to_stream().df,
     "to_table": lambda d: KStream(d).to_table().to_stream().df,
+    "session_count": lambda d: (
+        KStream(d)
+        .group_by_key()
+        .windowed_by(SessionWindows.of_inactivity_gap_and_grace("5 seconds", "2 seconds"))
+        .count()
+        .to_stream()
+        .df
+    ),
+    "stream_left_join": lambda d: (
+        _even(d)
+        .left_join(_odd(d), _joiner, JoinWindows.of_time_difference_and_grace("10 seconds", "5 seconds"))
+        .df
+    ),
+    "table_outer_join": lambda d: _even(d).to_table().outer_join(_odd(d).to_table(), _joiner).to_stream().df,
+    "python_processor": lambda d: KStream(d).process(RunningCount, stores=[Stores.key_value("counts")]).df,
 }
+
+
+# how many times a family's query reads its input (a join reads both sides from it)
+READS = {"stream_left_join": 2, "table_outer_join": 2}
+
+
+def _even(d):
+    """The records of even offsets, against those of odd ones (the two sides of the joins)."""
+    return KStream(d.where(F.col("offset") % 2 == 0))
+
+
+def _odd(d):
+    return KStream(d.where(F.col("offset") % 2 == 1))
+
+
+def _joiner(left, right):
+    return F.concat_ws("+", left, right)
+
+
+class RunningCount(Processor):
+    """Per key, counts the records in a store and forwards (key, count); every 10 s of stream time
+    forwards ("tick", number of keys)."""
+
+    def init(self, context):
+        self.context = context
+        self.counts = context.get_state_store("counts")
+        context.schedule(10_000, punctuator=self.tick)
+
+    def process(self, record):
+        n = (self.counts.get(record.key) or 0) + 1
+        self.counts.put(record.key, n)
+        self.context.forward(record.key, str(n))
+
+    def tick(self, timestamp):
+        self.context.forward("tick", str(sum(1 for _ in self.counts.all())))
 
 
 def run_batches(spark, root: str, family: str, batches) -> StreamRun:
