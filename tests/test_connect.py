@@ -28,6 +28,7 @@ from kstreams_spark import (
     TimeWindows,
     Topology,
     operator_metrics,
+    read_state,
 )
 from kstreams_spark._connect_server import PLUGIN_CLASS, server_command, start_server, stop_server
 from pyspark import cloudpickle
@@ -209,6 +210,18 @@ def test_operator_metrics_of_a_connect_query(remote, tmp_path):
     # 21, when 2 is more than 10 s behind the stream time and no longer counts
     totals = operator_metrics(run.progress)
     assert totals == {"kstreams_deduplicate_by_key": {"forwarded": 4, "duplicates_dropped": 1}}
+
+
+def test_read_state_over_connect_reads_the_checkpoint_where_the_server_runs(remote, tmp_path):
+    records = with_offsets([Rec("a", 1), Rec("b", 2), Rec("a", 6), Rec("c", 30)])
+    run = StreamRun(remote, str(tmp_path), lambda df: KStream(df).deduplicate_by_key("10 seconds").df)
+    run.add_batch(records)
+    run.run()
+    # stream time 30: a@1 and b@2 are dead (older than 30 - 10), c@30 lives until 40; a@6 was a@1's repeat
+    state = read_state(remote, str(tmp_path / "checkpoint"))
+    assert [(r.partition, r.key, r.offset, str(r.live_until)) for r in state.collect()] == [
+        (0, "c", 3, "2026-01-01 00:00:40")
+    ]
 
 
 def test_late_records_side_output(remote, tmp_path):

@@ -65,7 +65,7 @@ def read_state(spark: SparkSession, checkpoint: str, operator: int = 1) -> DataF
 
     Raises :class:`KStreamsError` for a path that is not a kstreams checkpoint, an operator number
     it does not record, another kind of operator, or one with no committed state yet. A classic
-    session only (Spark Connect: run ``kstreams-spark state show`` where the checkpoint is).
+    session reads the checkpoint where the driver runs; a Spark Connect session, where the server runs.
 
     >>> import tempfile
     >>> root = tempfile.mkdtemp()
@@ -86,7 +86,7 @@ def read_state(spark: SparkSession, checkpoint: str, operator: int = 1) -> DataF
     0 a 2026-01-01 00:00:20 3 2026-01-01 00:00:30 2026-01-01 00:00:20
 
     Args:
-        spark: a classic (not Spark Connect) session.
+        spark: a classic or a Spark Connect session.
         checkpoint: the query's checkpoint location.
         operator: the operator's number, from 1 (the default), as :func:`checkpoint_operators` lists them.
 
@@ -95,12 +95,12 @@ def read_state(spark: SparkSession, checkpoint: str, operator: int = 1) -> DataF
 
     Raises:
         KStreamsError: for a path that is not a kstreams checkpoint, an operator number it does not record (or
-            not an int), another kind of operator, one with no committed state yet, or over Spark Connect (a
-            classic session only).
+            not an int), another kind of operator, or one with no committed state yet.
     """
-    _classic(spark, "read_state")
     if isinstance(operator, bool) or not isinstance(operator, int):
         raise KStreamsError(f"operator must be an operator number (1, 2, ...), got {operator!r}")
+    if is_connect(spark):  # read by the server, where the checkpoint is to it
+        return python_dataframe(door(spark).readState(checkpoint, operator), spark)
     jdf = kstreams_class(spark, "CheckpointState").read(java_session(spark), checkpoint, operator)
     return python_dataframe(jdf, spark)
 

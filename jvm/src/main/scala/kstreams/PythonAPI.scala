@@ -72,6 +72,11 @@ private[kstreams] object PythonAPI {
   def checkpointOperators(spark: org.apache.spark.sql.SparkSession, checkpoint: String): Array[String] =
     CheckpointState.operators(spark, checkpoint).toArray
 
+  /** [[CheckpointState.read]] in the session the call runs in: over Spark Connect, the client's
+    * session on the server, which reads the checkpoint where the server runs. */
+  def readState(checkpoint: String, operator: Int): DataFrame =
+    CheckpointState.read(org.apache.spark.sql.SparkSession.active, checkpoint, operator)
+
   /** [[CheckpointState.repartition]], the file sinks' paths as a JSON array of strings. */
   def repartitionState(
       spark: org.apache.spark.sql.SparkSession,
