@@ -57,6 +57,19 @@ class Tracer(Processor):
         self.emit("p10", timestamp)
 
 
+class Echo(Processor):
+    """Forwards each record's key with its place in the order the records reached the processor."""
+
+    def init(self, context):
+        self.context = context
+        self.counter = context.get_state_store("counter")
+
+    def process(self, record):
+        n = (self.counter.get("n") or 0) + 1
+        self.counter.put("n", n)
+        self.context.forward(record.key, n)
+
+
 class Sum(Processor):
     """Sums per key in a store, all sums forwarded on each punctuation (spec section 7's example)."""
 
@@ -180,6 +193,7 @@ CASES = json.load(open(os.path.join(os.path.dirname(__file__), "cases", "process
 PROCESSORS = {  # as tests/cases/processor_cases.json describes them
     "tracer": (Tracer, [Stores.key_value("counter")]),
     "sum": (Sum, [Stores.key_value("sums")]),
+    "echo": (Echo, [Stores.key_value("counter")]),
 }
 
 

@@ -56,6 +56,21 @@ object ProcessorSpec {
       sums.all().toSeq.sortBy(_._1).foreach { case (k, v) => ctx.forward(k, v, timestamp) }
   }
 
+  /** Forwards each record's key with its place in the order the records reached the processor. */
+  final class Echo extends Processor[String, Long] {
+    private var ctx: ProcessorContext[String, Long] = _
+    private var counter: KeyValueStore[String, Long] = _
+    override def init(context: ProcessorContext[String, Long]): Unit = {
+      ctx = context
+      counter = context.getStateStore[String, Long]("counter")
+    }
+    override def process(record: Record[String, Long]): Unit = {
+      val n = counter.get("n").getOrElse(0L) + 1
+      counter.put("n", n)
+      ctx.forward(record.key, n)
+    }
+  }
+
   /** One case of `tests/cases/processor_cases.json`. */
   final case class SharedCase(
       name: String,
@@ -302,6 +317,7 @@ class ProcessorSpec extends SparkSuite {
       val (processor, stores) = c.processor match {
         case "tracer" => ((() => new Tracer): ProcessorSupplier[String, Long], Seq(Stores.keyValue("counter")))
         case "sum" => ((() => new Sum): ProcessorSupplier[String, Long], Seq(Stores.keyValue("sums")))
+        case "echo" => ((() => new Echo): ProcessorSupplier[String, Long], Seq(Stores.keyValue("counter")))
       }
       val topology = inputs
         .foldLeft(new Topology()) { case (t, (name, input)) => t.addSource(name, input.toDF()) }
