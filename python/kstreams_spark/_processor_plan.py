@@ -90,15 +90,16 @@ def normalized_input(stream, source: str, checked=()):
         else F.lit(None).cast("string")
     )
     offset = names["offset"]
+    helpers = json.loads(door(spark).processorInputColumns())  # the JVM's names, not copies
     return prepared.select(
         F.col(quote(names["key"])).alias(KEY),
         F.col(quote(names["value"])).alias(VALUE),
         topic.alias(TOPIC),
         F.lit(source).alias(SOURCE),
-        GROUP,
-        PARTITION,
-        ORDER,
-        TIMESTAMP_MICROS,
+        F.col(quote(helpers["group"])).alias(GROUP),
+        F.col(quote(helpers["partition"])).alias(PARTITION),
+        F.col(quote(helpers["order"])).alias(ORDER),
+        F.col(quote(helpers["timestampMicros"])).alias(TIMESTAMP_MICROS),
     ), offset is not None and offset in fields
 
 

@@ -20,7 +20,9 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, St
 from kstreams_spark.errors import KStreamsError
 from kstreams_spark.processor import KeyValueStore, Processor, ProcessorContext, PunctuationType, Record
 
-# Helper columns of the prepared input (kstreams.internal.plan.PartitionInput) and the forwarded timestamp.
+# The columns of the runner's input (normalized_input in _processor_plan selects the JVM's prepared
+# columns by the names the JVM gives, as these) and of its output's forwarded timestamp. GROUP is
+# also the name of the transformWithState grouping key that checkpoints record: it never changes.
 GROUP = "__kstreams_group"
 PARTITION = "__kstreams_partition"
 ORDER = "__kstreams_order"

@@ -97,6 +97,21 @@ private[kstreams] object PythonAPI {
     ProcessorPlan.pythonInput(ks.df, ks.columns, jsonNames(processors), jsonNames(stores))
   }
 
+  /** The helper columns of [[processorInput]]'s rows, as JSON (`{"group": ..., "partition": ...,
+    * "order": ..., "timestampMicros": ...}`): the Python runtime reads them by these names rather
+    * than keeping copies. */
+  def processorInputColumns(): String =
+    new com.fasterxml.jackson.databind.ObjectMapper().writeValueAsString(
+      java.util.Map.of(
+        "group",
+        HelperColumns.Group,
+        "partition",
+        HelperColumns.Partition,
+        "order",
+        HelperColumns.Order,
+        "timestampMicros",
+        HelperColumns.TimestampMicros))
+
   /** A JSON array of strings, as Python passes a list of names. */
   private def jsonNames(array: String): Seq[String] =
     new com.fasterxml.jackson.databind.ObjectMapper().readValue(array, classOf[Array[String]]).toSeq
