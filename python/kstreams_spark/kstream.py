@@ -186,10 +186,7 @@ class KStream:
             late_records: as in :meth:`deduplicate_by_key` (default ``"forward"``).
 
         Returns:
-            The stream of the forwarded records.
-
-        Raises:
-            KStreamsError: if an argument is not of an accepted form (e.g. an interval that cannot be read).
+            The stream of the forwarded records; raises as :meth:`deduplicate_by_key`.
         """
         return self._next(
             self._j.deduplicateByKeyValue(
@@ -214,10 +211,7 @@ class KStream:
             late_records: as in :meth:`deduplicate_by_key` (default ``"forward"``).
 
         Returns:
-            The stream of the forwarded records.
-
-        Raises:
-            KStreamsError: if an argument is not of an accepted form (e.g. an interval that cannot be read).
+            The stream of the records forwarded by the global store; raises as :meth:`deduplicate_by_key`.
         """
         return self._next(
             self._j.deduplicate(java_column(id, "id"), interval_text(interval), self._late(late_records))
@@ -345,15 +339,13 @@ class KStream:
         ['banana', 'blueberry']
 
         Args:
-            predicate: the condition: a Column, or a function of the key and value Columns returning one
-                (called once, to build the expression); a record is kept where it is false or null.
+            predicate: as in :meth:`filter`; a record is kept where it is false or null.
 
         Returns:
             The stream of the records kept.
 
         Raises:
-            KStreamsError: if ``predicate`` is neither a Column nor a callable, or the callable raises or
-                returns no Column.
+            KStreamsError: as :meth:`filter`.
         """
         return self._next(self._j.filterNot(self._column(predicate, "predicate", 2)))
 

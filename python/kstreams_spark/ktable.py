@@ -117,16 +117,14 @@ class KTable:
         """:meth:`join`, also emitting ``joiner(this_value, None)`` while ``other`` has no row.
 
         Args:
-            other: the table joined with this one.
-            joiner: the result value: a Column, or a function of this table's value and the other table's
-                value Columns returning one; the other value is None while ``other`` has no row.
+            other: as in :meth:`join`.
+            joiner: as in :meth:`join`; the other value is None while ``other`` has no row.
 
         Returns:
             The table of the joined values.
 
         Raises:
-            KStreamsError: if ``other`` is not a :class:`KTable`, or ``joiner`` is neither a Column nor a
-                callable, or the callable raises or returns no Column.
+            KStreamsError: as :meth:`join`.
         """
         return self._join(other, joiner, "leftJoin")
 
@@ -134,16 +132,14 @@ class KTable:
         """:meth:`join`, emitting whenever either side has a row (the missing value is null).
 
         Args:
-            other: the table joined with this one.
-            joiner: the result value: a Column, or a function of this table's value and the other table's
-                value Columns returning one; the value of a side without a row is null.
+            other: as in :meth:`join`.
+            joiner: as in :meth:`join`; the value of a side without a row is null.
 
         Returns:
             The table of the joined values.
 
         Raises:
-            KStreamsError: if ``other`` is not a :class:`KTable`, or ``joiner`` is neither a Column nor a
-                callable, or the callable raises or returns no Column.
+            KStreamsError: as :meth:`join`.
         """
         return self._join(other, joiner, "outerJoin")
 
