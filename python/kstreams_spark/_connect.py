@@ -24,7 +24,14 @@ PLUGIN_CLASS = "org.apache.spark.sql.kstreams.KStreamsConnectPlugin"
 
 # PythonAPI methods whose result Python uses as a value (not a JVM object to call further).
 _VALUE_METHODS = frozenset(
-    {"columnNames", "aggregateInputName", "valueInputName", "leftValueName", "rightValueName"}
+    {
+        "columnNames",
+        "aggregateInputName",
+        "valueInputName",
+        "leftValueName",
+        "rightValueName",
+        "processorInputColumns",
+    }
 )
 
 
