@@ -74,21 +74,9 @@ private[kstreams] object OperatorState {
   private def operatorIds(spark: SparkSession, checkpoint: String, kind: Kind): Seq[Int] = {
     val stateDir = new Path(checkpoint, "state")
     if (!stateDir.getFileSystem(spark.sparkContext.hadoopConfiguration).exists(stateDir)) return Nil
-    val mapper = new ObjectMapper()
-    spark.read
-      .format("state-metadata")
-      .load(checkpoint)
-      .select("operatorId", "operatorProperties")
-      .collect()
-      .toSeq
-      .filter { row =>
-        val names = Option(row.getString(1)).toSeq.flatMap { json =>
-          val vars = mapper.readTree(json).path("stateVariables")
-          (0 until vars.size).map(i => vars.get(i).path("stateName").asText()).filterNot(_.startsWith("$"))
-        }
-        kind.declares(names.toSet)
-      }
-      .map(_.getLong(0).toInt)
+    StateVariables
+      .ofOperators(spark, checkpoint)
+      .collect { case (id, _, names) if kind.declares(names.toSet) => id.toInt }
       .sorted
   }
 }
@@ -113,7 +101,26 @@ private[inspect] final class StateVariables(spark: SparkSession, checkpoint: Str
       col("user_map_value.value").as("stream_time"))
 }
 
-private[inspect] object StateVariables {
+private[kstreams] object StateVariables {
+  private val mapper = new ObjectMapper()
+
+  /** Every stateful operator Spark's state metadata lists for `checkpoint`: its id, Spark's name for
+    * it (`transformWithStateExec`...) and the names of its `transformWithState` state variables
+    * (Spark's own, `$`-prefixed, left out; none for other operators). */
+  def ofOperators(spark: SparkSession, checkpoint: String): Seq[(Long, String, Seq[String])] =
+    spark.read
+      .format("state-metadata")
+      .load(checkpoint)
+      .select("operatorId", "operatorName", "operatorProperties")
+      .collect()
+      .toSeq
+      .map { row =>
+        val names = Option(row.getString(2)).toSeq.flatMap { json =>
+          val vars = mapper.readTree(json).path("stateVariables")
+          (0 until vars.size).map(i => vars.get(i).path("stateName").asText()).filterNot(_.startsWith("$"))
+        }
+        (row.getLong(0), row.getString(1), names)
+      }
 
   /** A dedup key's columns decoded from `key_bytes` (the encoded key parts) by the types the
     * checkpoint recorded; the bytes themselves for a checkpoint not restarted since an older release

@@ -16,6 +16,7 @@ import org.apache.spark.sql.functions._
 import org.apache.spark.sql.kstreams.RunningQueries
 
 import kstreams.internal.dedup.DedupCaches
+import kstreams.internal.inspect.StateVariables
 import kstreams.internal.plan.CheckpointOperators
 
 /** Moves a stopped query's state to another number of state partitions (README "Operating a
@@ -127,19 +128,14 @@ private[kstreams] object Repartition {
   /** Fails if a `transformWithState` state row of the checkpoint's last version is not in the
     * partition its grouping key hashes to among `partitions` (where the restarted query looks). */
   private def checkPlacement(spark: SparkSession, checkpoint: String, partitions: Int): Unit = {
-    val operators = spark.read
-      .format("state-metadata")
-      .load(checkpoint)
-      .select("operatorId", "operatorName", "operatorProperties")
-      .collect()
-      .filter(r => TransformWithState.contains(r.getString(1)))
-    for (operator <- operators) {
-      val vars = mapper.readTree(Option(operator.getString(2)).getOrElse("{}")).path("stateVariables")
-      val names = (0 until vars.size).map(i => vars.get(i).path("stateName").asText()).filterNot(_.startsWith("$"))
+    val operators = StateVariables.ofOperators(spark, checkpoint).filter { case (_, name, _) =>
+      TransformWithState.contains(name)
+    }
+    for ((operatorId, _, names) <- operators) {
       for (name <- names) {
         val misplaced = spark.read
           .format("statestore")
-          .option("operatorId", operator.getLong(0))
+          .option("operatorId", operatorId)
           .option("stateVarName", name)
           .load(checkpoint)
           .where(col("partition_id") =!= pmod(hash(col("key")), lit(partitions)))
@@ -147,7 +143,7 @@ private[kstreams] object Repartition {
         if (misplaced > 0)
           throw new KStreamsException(
             s"kstreams internal error: after moving $checkpoint to $partitions state partitions, " +
-              s"$misplaced row(s) of state '$name' of operator ${operator.getLong(0)} are not in the " +
+              s"$misplaced row(s) of state '$name' of operator $operatorId are not in the " +
               "partition their key hashes to. Please report this; the checkpoint's previous state is " +
               "still there (restore it by deleting the last offsets and commits files)")
       }
