@@ -37,8 +37,10 @@ from kstreams_spark import (
 )
 from kstreams_spark.kstream import EXACTLY_ONCE_KAFKA
 from pyspark import cloudpickle
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
 from streams import SCHEMA
 
 # The processor below is defined in this test module, which Python workers cannot import.
@@ -317,35 +319,61 @@ def split_operators(seed: int) -> tuple[list[str], list[str]]:
     return [aside[0], *rest[:half]], [aside[1], *rest[half:]]
 
 
+QUERY_NAMES = ("file", "kafka", "kafka_sink", "kafka_eos")
+
+# Spark gives a Python worker it starts 10 seconds to connect back (hard-coded in
+# PythonWorkerFactory; the driver-side init of a Python processor starts one as the query plans a
+# micro-batch). On 2 cores running both test lanes, this harness's two Spark sessions and a broker,
+# a worker's imports once took longer: the query failed before running any task (CI, stop 51).
+# A supervisor restarts such a query from its checkpoint; so does the harness, which keeps the
+# check honest: a restart is one more recovery the outputs must survive, and nothing else is retried.
+WORKER_START_TIMEOUT = "Python worker failed to connect back"
+RESTARTS_PER_QUERY = 2
+
+
 def start_queries(spark: SparkSession, setup: dict, marker: str | None) -> dict:
     """The harness's queries, by name: ``file`` (the JSON files of ``setup["files"]`` into
     Parquet, through the operators ``setup["file_operators"]``), ``kafka`` (``setup["topic"]``
     into Parquet, through ``setup["kafka_operators"]``), ``kafka_sink`` (the topic, through
     KAFKA_SINK_OPERATORS, into the topic ``setup["kafka_out"]``, at-least-once; into Parquet when
     that is not set) and ``kafka_eos`` (the same, exactly once into ``setup["kafka_eos_out"]``). Outputs and checkpoints go under ``setup["root"]``; all run ``availableNow``."""
+    return {name: start_query(spark, setup, marker, name) for name in QUERY_NAMES}
+
+
+def start_query(spark: SparkSession, setup: dict, marker: str | None, name: str) -> StreamingQuery:
+    """One of start_queries' queries, started (again) from its checkpoint."""
     root = setup["root"]
+    if name == "file":
+        source, operators = file_source(spark, setup["files"]), setup["file_operators"]
+    else:
+        source = kafka_source(spark, setup["bootstrap"], setup["topic"], setup["max_offsets"])
+        operators = setup["kafka_operators"] if name == "kafka" else KAFKA_SINK_OPERATORS
+    out = all_operators(source, operators)
+    if marker:
+        out = with_marker(out, marker, name)
+    writer = out.writeStream.option("checkpointLocation", os.path.join(root, "checkpoint", name))
+    if name == "kafka_sink" and setup.get("kafka_out"):
+        writer = writer.format("kafka").option("kafka.bootstrap.servers", setup["bootstrap"])
+        writer = writer.option("topic", setup["kafka_out"])
+    elif name == "kafka_eos" and setup.get("kafka_eos_out"):
+        writer = writer.format(EXACTLY_ONCE_KAFKA).option("kafka.bootstrap.servers", setup["bootstrap"])
+        writer = writer.option("topic", setup["kafka_eos_out"])
+    else:
+        writer = writer.format("parquet").option("path", os.path.join(root, "out", name))
+    return writer.trigger(availableNow=True).queryName(f"crash_{name}").start()
 
-    def kafka() -> DataFrame:
-        return kafka_source(spark, setup["bootstrap"], setup["topic"], setup["max_offsets"])
 
-    queries = {}
-    for name, source, operators in [
-        ("file", file_source(spark, setup["files"]), setup["file_operators"]),
-        ("kafka", kafka(), setup["kafka_operators"]),
-        ("kafka_sink", kafka(), KAFKA_SINK_OPERATORS),
-        ("kafka_eos", kafka(), KAFKA_SINK_OPERATORS),
-    ]:
-        out = all_operators(source, operators)
-        if marker:
-            out = with_marker(out, marker, name)
-        writer = out.writeStream.option("checkpointLocation", os.path.join(root, "checkpoint", name))
-        if name == "kafka_sink" and setup.get("kafka_out"):
-            writer = writer.format("kafka").option("kafka.bootstrap.servers", setup["bootstrap"])
-            writer = writer.option("topic", setup["kafka_out"])
-        elif name == "kafka_eos" and setup.get("kafka_eos_out"):
-            writer = writer.format(EXACTLY_ONCE_KAFKA).option("kafka.bootstrap.servers", setup["bootstrap"])
-            writer = writer.option("topic", setup["kafka_eos_out"])
-        else:
-            writer = writer.format("parquet").option("path", os.path.join(root, "out", name))
-        queries[name] = writer.trigger(availableNow=True).queryName(f"crash_{name}").start()
-    return queries
+def await_queries(spark: SparkSession, setup: dict, marker: str | None, queries: dict) -> None:
+    """Waits until every query of start_queries is done; restarts one that failed only because
+    Spark timed out a Python worker's start (WORKER_START_TIMEOUT), at most RESTARTS_PER_QUERY
+    times, and says so on stdout. Any other failure is raised."""
+    for name in QUERY_NAMES:
+        for restart in range(RESTARTS_PER_QUERY + 1):
+            try:
+                queries[name].awaitTermination()
+                break
+            except StreamingQueryException as failure:
+                if WORKER_START_TIMEOUT not in str(failure) or restart == RESTARTS_PER_QUERY:
+                    raise
+                print(f"restarting {name}: {WORKER_START_TIMEOUT}", flush=True)
+                queries[name] = start_query(spark, setup, marker, name)

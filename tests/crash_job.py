@@ -10,7 +10,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from crash import start_queries  # noqa: E402
+from crash import await_queries, start_queries  # noqa: E402
 from local_spark import local_spark  # noqa: E402
 
 
@@ -25,8 +25,7 @@ def main(setup_path: str) -> None:
     )
     queries = start_queries(spark, setup, setup["marker"])
     print("started", flush=True)
-    for query in queries.values():
-        query.awaitTermination()
+    await_queries(spark, setup, setup["marker"], queries)
     print("done", flush=True)
     spark.stop()
 

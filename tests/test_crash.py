@@ -40,7 +40,7 @@ import time
 from collections import Counter
 
 import pytest
-from crash import OPERATORS, as_stored, records, split_operators, start_queries, write_files
+from crash import OPERATORS, as_stored, await_queries, records, split_operators, start_queries, write_files
 from kafka_broker import EndOffsets, produce, read_committed, read_topic
 from kstreams_spark import KStream, configure_spark
 from pyspark.errors import StreamingQueryException
@@ -223,8 +223,7 @@ def test_every_operator_survives_kill_9(spark, kafka, tmp_path):
             }
         )
     topic_size.close()
-    for query in clean_queries.values():
-        query.awaitTermination()
+    await_queries(spark, {**setup, "root": clean_root}, None, clean_queries)
     clean = {name: parquet_rows(spark, os.path.join(clean_root, "out", name)) for name in QUERIES}
     # Micro-batch boundaries differ between the sources, so may the outputs (records of several
     # partitions meet in a micro-batch in timestamp order): each source has its own clean run.
