@@ -92,6 +92,44 @@ class Exploder(Processor):
             raise ValueError("unlucky value")
 
 
+class ForwardsInClose(Processor):
+    def init(self, context):
+        self.context = context
+
+    def process(self, record):
+        pass
+
+    def close(self):
+        self.context.forward("bye", 0)
+
+
+class SchedulesInProcess(Processor):
+    def init(self, context):
+        self.context = context
+
+    def process(self, record):
+        self.context.schedule(timedelta(seconds=1), PunctuationType.STREAM_TIME)
+
+
+class SchedulesEvery(Processor):
+    def __init__(self, interval):
+        self.interval = interval
+
+    def init(self, context):
+        context.schedule(self.interval, PunctuationType.STREAM_TIME)
+
+    def process(self, record):
+        pass
+
+
+class SchedulesWallClock(Processor):
+    def init(self, context):
+        context.schedule(timedelta(seconds=1), PunctuationType.WALL_CLOCK_TIME)
+
+    def process(self, record):
+        pass
+
+
 class DedupByKey(Processor):
     """``deduplicate_by_key`` written as a user processor: the rule of spec section 2 over a store
     of key -> (timestamp ms, offset) of the record forwarded."""
@@ -343,43 +381,48 @@ def test_context_store_range_put_if_absent_and_close(spark, tmp_path, mode):
     assert sorted(f.read_text() for f in closes.iterdir()) == sorted(want)
 
 
-def test_processor_error_names_processor_partition_and_offset(spark, tmp_path):
-    records = [Rec("a", 1, 1, value=1), Rec("a", 2, 1, value=2), Rec("a", 3, 1, value=13)]
-    with pytest.raises(KStreamsQueryError) as failure:
-        run_nums(spark, tmp_path, [records], lambda df: KStream(df).process(Exploder, name="exploder").df)
-    assert str(failure.value) == (
-        "processor 'exploder' failed processing the record at partition 1, offset 2: ValueError: unlucky value"
-    )
-    # the user's own line, read from the worker's traceback, is where the traceback ends
-    last = traceback.extract_tb(failure.value.__traceback__)[-1]
-    assert (os.path.basename(last.filename), last.name, last.line) == (
-        "test_processor.py",
-        "process",
-        'raise ValueError("unlucky value")',
-    )
+ERROR_CASES = json.load(open(os.path.join(os.path.dirname(__file__), "cases", "processor_cases.json")))[
+    "error_cases"
+]
 
 
-class ForwardsInClose(Processor):
-    def init(self, context):
-        self.context = context
+def error_case_processor(case):
+    """The processor and stores of an error case, as tests/cases/processor_cases.json describes them."""
+    if case["processor"] == "schedules_every":
+        interval = timedelta(microseconds=case["interval_micros"])
+        return (lambda: SchedulesEvery(interval)), [], repr(interval)
+    processors = {
+        "exploder": Exploder,
+        "forwards_in_close": ForwardsInClose,
+        "schedules_in_process": SchedulesInProcess,
+        "schedules_wall_clock": SchedulesWallClock,
+        "sum_without_store": Sum,
+    }
+    return processors[case["processor"]], [], None
 
-    def process(self, record):
-        pass
 
-    def close(self):
-        self.context.forward("bye", 0)
-
-
-def test_a_forward_in_close_fails_the_query_instead_of_being_lost(spark, tmp_path):
-    records = [Rec("a", 1, 1, value=1)]
+@pytest.mark.parametrize("case", ERROR_CASES, ids=[c["name"] for c in ERROR_CASES])
+def test_shared_processor_error_cases(spark, tmp_path, case):
+    """The error cases both runtimes run (the Scala one in ProcessorSpec): the exact message."""
+    processor, stores, interval = error_case_processor(case)
+    records = [Rec(k, t, p, value=v) for k, v, t, p in case["records"]]
     with pytest.raises(KStreamsQueryError) as failure:
         run_nums(
-            spark, tmp_path, [records], lambda df: KStream(df).process(ForwardsInClose, name="closer").df
+            spark,
+            tmp_path,
+            [records],
+            lambda df: KStream(df).process(processor, stores=stores, name="bad").df,
         )
-    assert str(failure.value) == (
-        "processor 'closer' forwarded a record in close() (partition 1); close() runs after the "
-        "micro-batch's output is complete, so the record would be lost: forward in process() or a punctuation"
-    )
+    message = case["message"].replace("{exception}", "ValueError").replace("{interval}", str(interval))
+    assert str(failure.value) == message + case.get("advice", {}).get("python", "")
+    if case["processor"] == "exploder":
+        # the user's own line, read from the worker's traceback, is where the traceback ends
+        last = traceback.extract_tb(failure.value.__traceback__)[-1]
+        assert (os.path.basename(last.filename), last.name, last.line) == (
+            "test_processor.py",
+            "process",
+            'raise ValueError("unlucky value")',
+        )
 
 
 def test_usage_errors(spark):
@@ -392,8 +435,6 @@ def test_usage_errors(spark):
         KStream(df).process(Sum, wall_clock=True)
     with pytest.raises(KStreamsError, match="no value column 'v'"):
         KStream(df, value="v").process(Sum)
-    with pytest.raises(Exception, match="processor 'Sum' asked for store 'sums', which was not declared"):
-        KStream(df).process(Sum).df.collect()
 
 
 def test_missing_or_old_worker_packages_name_the_extra(spark, monkeypatch):

@@ -118,6 +118,26 @@ object ProcessorSpec {
     )
   }
 
+  /** One error case: the query over `records` fails with `message` + `advice`. */
+  final case class SharedErrorCase(
+      name: String,
+      processor: String,
+      intervalMicros: Option[Long],
+      records: Seq[Num],
+      message: String,
+      advice: String)
+
+  lazy val sharedErrorCases: Seq[SharedErrorCase] = list(casesFile.get("error_cases")).map { c =>
+    SharedErrorCase(
+      c.get("name").asText(),
+      c.get("processor").asText(),
+      Option(c.get("interval_micros")).map(_.asLong()),
+      records(c.get("records")),
+      c.get("message").asText(),
+      Option(c.get("advice")).map(_.get("scala").asText()).getOrElse("")
+    )
+  }
+
   lazy val sharedTopologyCases: Seq[SharedTopologyCase] = list(casesFile.get("topology_cases")).map { c =>
     SharedTopologyCase(
       c.get("name").asText(),
@@ -245,12 +265,13 @@ object ProcessorSpec {
   val dedupStore: StoreSpec =
     Stores.keyValue("seen", Encoders.STRING, Encoders.tuple(Encoders.scalaLong, Encoders.scalaLong))
 
-  /** Schedules `interval` in `init`, or 1 s on each record when `interval` is null. */
-  final class ScheduleEvery(interval: Duration) extends Processor[String, Long] {
+  /** Schedules `interval` of `kind` in `init`, or 1 s of stream time on each record when `interval` is null. */
+  final class ScheduleEvery(interval: Duration, kind: PunctuationType = PunctuationType.StreamTime)
+      extends Processor[String, Long] {
     private var ctx: ProcessorContext[String, Long] = _
     override def init(context: ProcessorContext[String, Long]): Unit = {
       ctx = context
-      if (interval != null) context.schedule(interval, PunctuationType.StreamTime)
+      if (interval != null) context.schedule(interval, kind)
     }
     override def process(record: Record[String, Long]): Unit =
       ctx.schedule(Duration.ofSeconds(1), PunctuationType.StreamTime)
@@ -533,45 +554,34 @@ class ProcessorSpec extends SparkSuite {
     assert(rows("SCALED") == sumCase.expected.map(r => r.copy(_4 = r._4 * 100)))
   }
 
-  test("a processor that throws fails the query naming the processor, partition and offset") {
-    val events = Seq(num("a", 1, 1, 1, 0), num("a", 2, 2, 1, 1), num("a", 13, 3, 1, 2))
-    val e =
-      intercept[Exception](runNums(Seq(events), df => KStream(df).process(() => new Exploder, name = "exploder").df))
-    val messages = Iterator
-      .iterate[Throwable](e)(_.getCause)
-      .takeWhile(_ != null)
-      .map(t => String.valueOf(t.getMessage))
-      .toSeq
-    assert(
-      messages.exists(
-        _.contains("processor 'exploder' failed processing the record at " +
-          "partition 1, offset 2: java.lang.IllegalStateException: unlucky value")),
-      messages.mkString("\n")
-    )
-  }
+  /** The error cases' processors, as `tests/cases/processor_cases.json` describes them, with the
+    * interval as this runtime prints it. */
+  private def errorCaseProcessor(c: SharedErrorCase): (ProcessorSupplier[String, Long], String) =
+    c.processor match {
+      case "exploder" => (() => new Exploder, "")
+      case "forwards_in_close" => (() => new ForwardsInClose, "")
+      case "schedules_in_process" => (() => new ScheduleEvery(null), "")
+      case "schedules_every" =>
+        val interval = Duration.ofNanos(c.intervalMicros.get * 1000)
+        (() => new ScheduleEvery(interval), interval.toString)
+      case "schedules_wall_clock" => (() => new ScheduleEvery(Duration.ofSeconds(1), PunctuationType.WallClockTime), "")
+      case "sum_without_store" => (() => new Sum, "")
+    }
 
-  test("a forward in close() fails the query instead of being lost") {
-    val e = intercept[Exception](
-      runNums(Seq(Seq(num("a", 1, 1, 1, 0))), df => KStream(df).process(() => new ForwardsInClose, name = "closer").df))
-    val messages =
-      Iterator.iterate[Throwable](e)(_.getCause).takeWhile(_ != null).map(t => String.valueOf(t.getMessage))
-    val want = "processor 'closer' forwarded a record in close() (partition 1); close() runs after the micro-batch's " +
-      "output is complete, so the record would be lost: forward in process() or a punctuation"
-    assert(messages.exists(_.contains(want)), e)
+  sharedErrorCases.foreach { c =>
+    test(s"shared error case '${c.name}'") {
+      val (processor, interval) = errorCaseProcessor(c)
+      val e = intercept[Exception](runNums(Seq(c.records), df => KStream(df).process(processor, name = "bad").df))
+      val want = c.message.replace("{exception}", "java.lang.IllegalStateException").replace("{interval}", interval) +
+        c.advice
+      val messages = Iterator.iterate[Throwable](e)(_.getCause).takeWhile(_ != null).map(_.getMessage).toSeq
+      // Spark wraps the failure in its own exceptions; ours is the one whose message is exactly the rule's
+      assert(messages.contains(want), messages.mkString("\n"))
+    }
   }
 
   test("usage errors name what is wrong") {
     val df = spark.createDataFrame(sharedCases.head.records)
-    val noStore = intercept[Exception](KStream(df).process(() => new Sum).df.collect())
-    assert(
-      Iterator
-        .iterate[Throwable](noStore)(_.getCause)
-        .takeWhile(_ != null)
-        .exists(t =>
-          String
-            .valueOf(t.getMessage)
-            .contains("processor 'Sum' asked for store 'sums', which was " +
-              "not declared")))
     val wall = intercept[KStreamsException](KStream(df).process(() => new Sum, wallClock = true))
     assert(wall.getMessage.contains("need a streaming DataFrame"))
     val twice = intercept[KStreamsException](
@@ -581,12 +591,6 @@ class ProcessorSpec extends SparkSuite {
       val e = intercept[Exception](KStream(df).process(processor, name = "bad").df.collect())
       Iterator.iterate[Throwable](e)(_.getCause).takeWhile(_ != null).map(t => String.valueOf(t.getMessage)).mkString
     }
-    assert(
-      failure(() => new ScheduleEvery(null))
-        .contains("processor 'bad' called schedule outside init; register schedules in init"))
-    assert(
-      failure(() => new ScheduleEvery(Duration.ZERO))
-        .contains("processor 'bad': punctuation interval must be at least 1 ms, got PT0S"))
     assert(
       failure(() => new ScheduleEvery(Duration.ofSeconds(-1))).contains("interval must not be negative, got PT-1S"))
   }

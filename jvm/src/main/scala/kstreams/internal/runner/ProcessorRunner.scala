@@ -223,9 +223,14 @@ private[kstreams] final class ProcessorRunner(
   @transient private var wallClockTimer: ValueState[Long] = _
   @transient private var maps: Map[String, MapState[Any, Any]] = _
   @transient private var tasks: mutable.LinkedHashMap[Int, Task] = _
+  // Whether the query was planned with wall-clock punctuation: Spark hands a processing time to a
+  // processor in any time mode (the micro-batch's), so that time cannot tell; only this mode lets
+  // the wall-clock timer be registered.
+  @transient private var wallClockEnabled: Boolean = _
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
     val handle = getHandle
+    wallClockEnabled = timeMode == TimeMode.ProcessingTime()
     savedStreamTime = handle.getValueState[Long]("streamTime", Encoders.scalaLong, TTLConfig.NONE)
     nextPunctuation = handle.getMapState[ScheduleKey, Long](
       "punctuations",
@@ -438,7 +443,7 @@ private[kstreams] final class ProcessorRunner(
       val ms = Intervals.micros(interval) / 1000
       if (ms <= 0)
         throw new KStreamsException(s"processor '$name': punctuation interval must be at least 1 ms, got $interval")
-      if (kind == PunctuationType.WallClockTime && startProcessingTimeMs < 0)
+      if (kind == PunctuationType.WallClockTime && !wallClockEnabled)
         throw new KStreamsException(
           s"processor '$name' scheduled a wall-clock punctuation, which needs " +
             "process(..., wallClock = true) (Python: wall_clock=True)")
