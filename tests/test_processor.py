@@ -159,14 +159,9 @@ class DedupByKey(Processor):
 
 
 class Probe(Processor):
-    """Shows what a processor sees and when it is closed. Per record: ``put_if_absent(key, value)``
-    on store "kv", then forwards (key, "n|processor_name|topic|partition|offset|timestamp|what
-    put_if_absent returned|kv.range('b', 'd') as k=v,..."). Per 10 s stream-time punctuation:
-    ("punctuate", "n|processor_name|topic|partition|offset|timestamp|punctuate's argument|stream
-    time"). The context's values, timestamps in ms after BASE; n counts a partition's forwards
-    (store "seq"), so it gives their order. ``close`` writes a file into the directory ``closes``:
-    "p<partition> inits=<init calls> offsets=<offsets processed> punctuations=<their times>" of
-    this instance (a store is out of reach there, and nothing else outlives the instance)."""
+    """The probe of tests/cases/processor_cases.json: what a processor sees, and when it is
+    closed. ``close`` writes what it saw into a file of the directory ``closes`` (a store is out of
+    reach there, and nothing else outlives the instance)."""
 
     def __init__(self, closes):
         self.closes = closes
@@ -185,13 +180,16 @@ class Probe(Processor):
         c = self.context
         n = (self.seq.get("n") or 0) + 1
         self.seq.put("n", n)
-        fields = [n, c.processor_name, c.topic, c.partition, c.offset, c.timestamp - BASE_MS, *tail]
+        topic = "-" if c.topic is None else c.topic
+        fields = [n, c.processor_name, topic, c.partition, c.offset, c.timestamp - BASE_MS, *tail]
         c.forward(key, "|".join(map(str, fields)))
 
     def process(self, record):
         self.offsets.append(record.offset)
         was = self.kv.put_if_absent(record.key, record.value)
-        self.emit(record.key, was, ",".join(f"{k}={v}" for k, v in self.kv.range("b", "d")))
+        self.emit(
+            record.key, "-" if was is None else was, ",".join(f"{k}={v}" for k, v in self.kv.range("b", "d"))
+        )
 
     def punctuate(self, timestamp):
         self.punctuations.append(timestamp - BASE_MS)
@@ -301,30 +299,15 @@ def test_punctuation_forwards_have_no_offset(spark, tmp_path):
     ]
 
 
-# Two partitions (topics "topic-0" and "topic-1"); keys arrive out of key order, some twice.
-PROBE_RECORDS = [
-    Rec("c", 1, 0, value="c1"),
-    Rec("a", 2, 0, value="a2"),
-    Rec("b", 3, 1, value="b3"),
-    Rec("e", 11, 0, value="e11"),
-    Rec("c", 12, 0, value="c12"),
-    Rec("d", 13, 0, value="d13"),
-    Rec("c", 21, 1, value="c21"),
-    Rec("b", 14, 0, value="b14"),
-    Rec("b", 22, 1, value="b22"),
-    # behind partition 0's stream time (14 s); in range("b", "d") after c and before d in key order,
-    # not in the store's (which puts shorter encodings first)
-    Rec("ca", 4, 0, value="ca4"),
+CONTEXT_CASE = json.load(open(os.path.join(os.path.dirname(__file__), "cases", "processor_cases.json")))[
+    "context_case"
 ]
-# ... in micro-batches of 3, 1 and 6 records, with a restart before the third
-PROBE_SPLIT = [PROBE_RECORDS[:3], PROBE_RECORDS[3:4], PROBE_RECORDS[4:]]
 
 
-@pytest.mark.parametrize("mode", ["one_micro_batch", "split_restart"])
-def test_context_store_range_put_if_absent_and_close(spark, tmp_path, mode):
-    """The context's processor_name, topic, partition, offset and timestamp in process and in
-    punctuate; put_if_absent and range over a store that outlives micro-batches and the restart;
-    close once per partition and micro-batch, after its records and punctuations."""
+@pytest.mark.parametrize("run_name", list(CONTEXT_CASE["runs"]))
+def test_shared_context_case(spark, tmp_path, run_name):
+    """The context, store and close case both runtimes run (the Scala one in ProcessorSpec)."""
+    run_spec = CONTEXT_CASE["runs"][run_name]
     closes = tmp_path / "closes"
     closes.mkdir()
 
@@ -333,52 +316,19 @@ def test_context_store_range_put_if_absent_and_close(spark, tmp_path, mode):
         stores = [Stores.key_value("kv"), Stores.key_value("seq")]
         return KStream(with_topic).process(lambda: Probe(str(closes)), stores=stores, name="probe").df
 
-    if mode == "one_micro_batch":
-        run = run_nums(spark, tmp_path, [PROBE_RECORDS], op, schema=SCHEMA)
-    else:
-        run = run_nums(spark, tmp_path, PROBE_SPLIT, op, restart_before={2}, schema=SCHEMA)
+    records = [Rec(k, t, p, value=v) for k, v, t, p in CONTEXT_CASE["records"]]
+    bounds = list(itertools.accumulate(run_spec["split"], initial=0))
+    batches = [records[a:b] for a, b in itertools.pairwise(bounds)]
+    run = run_nums(
+        spark, tmp_path, batches, op, restart_before=set(run_spec["restart_before"]), schema=SCHEMA
+    )
     got = [
-        (r["partition"], r["offset"], int(r["timestamp"].timestamp() * 1000) - BASE_MS, r["key"], r["value"])
+        [r["partition"], r["offset"], int(r["timestamp"].timestamp() * 1000) - BASE_MS, r["key"], r["value"]]
         for r in run.output().collect()
     ]
     got.sort(key=lambda r: (r[0], int(r[4].split("|")[0])))  # each partition in forward order
-    # n|name|topic|partition|offset|timestamp| then put_if_absent's answer|range("b", "d") (both
-    # ends inclusive, key order; per partition), or punctuate's argument|stream time. The first
-    # record punctuates (10 s schedules are aligned to 0), then the first to reach the next multiple
-    # of 10 s (21 s passes both 10 and 20: once); a punctuation has no topic and offset -1, and its
-    # forward no offset.
-    assert got == [
-        (0, 0, 1000, "c", "1|probe|topic-0|0|0|1000|None|c=c1"),
-        (0, None, 1000, "punctuate", "2|probe|None|0|-1|1000|1000|1000"),
-        (0, 1, 2000, "a", "3|probe|topic-0|0|1|2000|None|c=c1"),
-        (0, 2, 11000, "e", "4|probe|topic-0|0|2|11000|None|c=c1"),
-        (0, None, 11000, "punctuate", "5|probe|None|0|-1|11000|11000|11000"),
-        (0, 3, 12000, "c", "6|probe|topic-0|0|3|12000|c1|c=c1"),
-        (0, 4, 13000, "d", "7|probe|topic-0|0|4|13000|None|c=c1,d=d13"),
-        (0, 5, 14000, "b", "8|probe|topic-0|0|5|14000|None|b=b14,c=c1,d=d13"),
-        (0, 6, 4000, "ca", "9|probe|topic-0|0|6|4000|None|b=b14,c=c1,ca=ca4,d=d13"),
-        (1, 0, 3000, "b", "1|probe|topic-1|1|0|3000|None|b=b3"),
-        (1, None, 3000, "punctuate", "2|probe|None|1|-1|3000|3000|3000"),
-        (1, 1, 21000, "c", "3|probe|topic-1|1|1|21000|None|b=b3,c=c21"),
-        (1, None, 21000, "punctuate", "4|probe|None|1|-1|21000|21000|21000"),
-        (1, 2, 22000, "b", "5|probe|topic-1|1|2|22000|b3|b=b3,c=c21"),
-    ]
-    # one instance per partition and micro-batch: init once, close once at its end (no repeats,
-    # none for a partition without records in the micro-batch)
-    if mode == "one_micro_batch":
-        want = [
-            "p0 inits=1 offsets=[0, 1, 2, 3, 4, 5, 6] punctuations=[1000, 11000]",
-            "p1 inits=1 offsets=[0, 1, 2] punctuations=[3000, 21000]",
-        ]
-    else:
-        want = [
-            "p0 inits=1 offsets=[0, 1] punctuations=[1000]",  # micro-batch 0
-            "p1 inits=1 offsets=[0] punctuations=[3000]",
-            "p0 inits=1 offsets=[2] punctuations=[11000]",  # 1
-            "p0 inits=1 offsets=[3, 4, 5, 6] punctuations=[]",  # 2, after the restart
-            "p1 inits=1 offsets=[1, 2] punctuations=[21000]",
-        ]
-    assert sorted(f.read_text() for f in closes.iterdir()) == sorted(want)
+    assert got == CONTEXT_CASE["expected"]
+    assert sorted(f.read_text() for f in closes.iterdir()) == sorted(run_spec["closes"])
 
 
 ERROR_CASES = json.load(open(os.path.join(os.path.dirname(__file__), "cases", "processor_cases.json")))[

@@ -138,6 +138,31 @@ object ProcessorSpec {
     )
   }
 
+  /** The context case: the probe's records (string values), its runs (split, restarts, what close
+    * saw) and the rows it forwards, (partition, offset, ms, key, value). */
+  final case class ContextRun(name: String, split: Seq[Int], restartBefore: Set[Int], closes: Seq[String])
+  lazy val contextCase: (Seq[Event], Seq[ContextRun], Seq[(Int, Option[Long], Long, String, String)]) = {
+    val c = casesFile.get("context_case")
+    val events = list(c.get("records")).map(r =>
+      Event.at(r.get(0).asText(), r.get(2).asDouble(), r.get(3).asInt(), value = r.get(1).asText()))
+    val runs = c.get("runs").fields().asScala.toSeq.map { e =>
+      ContextRun(
+        e.getKey,
+        list(e.getValue.get("split")).map(_.asInt()),
+        list(e.getValue.get("restart_before")).map(_.asInt()).toSet,
+        list(e.getValue.get("closes")).map(_.asText())
+      )
+    }
+    val expected = list(c.get("expected")).map(e =>
+      (
+        e.get(0).asInt(),
+        Option(e.get(1)).filterNot(_.isNull).map(_.asLong()),
+        e.get(2).asLong(),
+        e.get(3).asText(),
+        e.get(4).asText()))
+    (events, runs, expected)
+  }
+
   lazy val sharedTopologyCases: Seq[SharedTopologyCase] = list(casesFile.get("topology_cases")).map { c =>
     SharedTopologyCase(
       c.get("name").asText(),
@@ -188,14 +213,9 @@ object ProcessorSpec {
     * (Processors run in this JVM: local master.) */
   val closes = new java.util.concurrent.ConcurrentLinkedQueue[String]()
 
-  /** Shows what a processor sees and when it is closed (as `Probe` in tests/test_processor.py). Per
-    * record: `putIfAbsent(key, value)` on store "kv", then forwards (key, "n|processorName|topic|
-    * partition|offset|timestamp|what putIfAbsent returned (- for none)|kv.range("b", "d") as
-    * k=v,..."). Per 10 s stream-time punctuation: ("punctuate", "n|processorName|topic|partition|
-    * offset|timestamp|punctuate's argument|streamTime"). The context's values, timestamps in ms after
-    * Event.Base; n counts the partition's forwards (store "seq"), so it gives their order. `close`
-    * adds "<run> p<partition> inits=<init calls> offsets=<offsets processed> punctuations=<their
-    * times>" of this instance to [[closes]] (a store is out of reach there: no current key). */
+  /** The probe of `tests/cases/processor_cases.json`: what a processor sees, and when it is closed.
+    * `close` adds "<run> " and what it saw to [[closes]] (a store is out of reach there: no current
+    * key). */
   final class Probe(run: String) extends Processor[String, String] {
     private var ctx: ProcessorContext[String, String] = _
     private var kv: KeyValueStore[String, String] = _
@@ -213,7 +233,8 @@ object ProcessorSpec {
     private def emit(key: String, tail: Any*): Unit = {
       val n = seq.get("n").getOrElse(0L) + 1
       seq.put("n", n)
-      val fields = Seq(n, ctx.processorName, ctx.topic, ctx.partition, ctx.offset, ctx.timestamp - Event.Base) ++ tail
+      val topic = Option(ctx.topic).getOrElse("-")
+      val fields = Seq(n, ctx.processorName, topic, ctx.partition, ctx.offset, ctx.timestamp - Event.Base) ++ tail
       ctx.forward(key, fields.mkString("|"))
     }
     override def process(r: Record[String, String]): Unit = {
@@ -390,92 +411,34 @@ class ProcessorSpec extends SparkSuite {
       ))
   }
 
-  // Two partitions (topics "topic-0" and "topic-1"); keys arrive out of key order, some twice;
-  // ca@4 is behind partition 0's stream time (14 s), and in range("b", "d") after c and before d
-  // in key order, not in the store's (which puts shorter encodings first).
-  private val probeEvents = {
-    import Event.at
-    Seq(
-      at("c", 1, 0, value = "c1"),
-      at("a", 2, 0, value = "a2"),
-      at("b", 3, 1, value = "b3"),
-      at("e", 11, 0, value = "e11"),
-      at("c", 12, 0, value = "c12"),
-      at("d", 13, 0, value = "d13"),
-      at("c", 21, 1, value = "c21"),
-      at("b", 14, 0, value = "b14"),
-      at("b", 22, 1, value = "b22"),
-      at("ca", 4, 0, value = "ca4")
-    )
-  }
-
-  // The same rows in one micro-batch and in micro-batches of 3, 1 and 6 records with a restart
-  // before the third: the store outlives micro-batches and the restart. What close() saw: one
-  // instance per partition and micro-batch, init once and close once at its end (no repeats, none
-  // for a partition without records in the micro-batch).
-  Seq(
-    (
-      "one micro-batch",
-      Seq(probeEvents),
-      Set.empty[Int],
-      Seq(
-        "p0 inits=1 offsets=[0, 1, 2, 3, 4, 5, 6] punctuations=[1000, 11000]",
-        "p1 inits=1 offsets=[0, 1, 2] punctuations=[3000, 21000]")),
-    (
-      "micro-batches of 3, 1 and 6 records, a restart before the third",
-      Seq(probeEvents.take(3), probeEvents.slice(3, 4), probeEvents.drop(4)),
-      Set(2),
-      Seq(
-        "p0 inits=1 offsets=[0, 1] punctuations=[1000]", // micro-batch 0
-        "p1 inits=1 offsets=[0] punctuations=[3000]",
-        "p0 inits=1 offsets=[2] punctuations=[11000]", // 1
-        "p0 inits=1 offsets=[3, 4, 5, 6] punctuations=[]", // 2, after the restart
-        "p1 inits=1 offsets=[1, 2] punctuations=[21000]"
-      ))
-  ).foreach { case (mode, batches, restartBefore, wantCloses) =>
-    test(s"context (processorName, topic, partition, offset, timestamp), putIfAbsent, range, close: $mode") {
-      val run = s"probe $mode"
-      val op = (df: DataFrame) =>
-        KStream(df.withColumn("topic", concat(lit("topic-"), col("partition").cast("string"))))
-          .process(
-            () => new Probe(run),
-            stores = Seq(Stores.keyValue("kv", Encoders.STRING, Encoders.STRING), Stores.keyValue("seq")),
-            name = "probe")
-          .df
-      val got = eventRows(batches, op, restartBefore)
-        .map(r =>
-          (
-            r.getAs[Int]("partition"),
-            if (r.isNullAt(r.fieldIndex("offset"))) None else Some(r.getAs[Long]("offset")),
-            r.getAs[Timestamp]("timestamp").getTime - Event.Base,
-            r.getAs[String]("key"),
-            r.getAs[String]("value")))
-        .sortBy(r => (r._1, r._5.split('|').head.toInt)) // each partition in forward order
-      // n|name|topic|partition|offset|timestamp| then putIfAbsent's answer|range("b", "d") (both
-      // ends inclusive, key order; per partition), or punctuate's argument|stream time. The first
-      // record punctuates (10 s schedules are aligned to 0), then the first to reach the next
-      // multiple of 10 s (21 s passes both 10 and 20: once); a punctuation has no topic and offset
-      // -1, and its forward no offset.
-      assert(
-        got == Seq(
-          (0, Some(0L), 1000L, "c", "1|probe|topic-0|0|0|1000|-|c=c1"),
-          (0, None, 1000L, "punctuate", "2|probe|null|0|-1|1000|1000|1000"),
-          (0, Some(1L), 2000L, "a", "3|probe|topic-0|0|1|2000|-|c=c1"),
-          (0, Some(2L), 11000L, "e", "4|probe|topic-0|0|2|11000|-|c=c1"),
-          (0, None, 11000L, "punctuate", "5|probe|null|0|-1|11000|11000|11000"),
-          (0, Some(3L), 12000L, "c", "6|probe|topic-0|0|3|12000|c1|c=c1"),
-          (0, Some(4L), 13000L, "d", "7|probe|topic-0|0|4|13000|-|c=c1,d=d13"),
-          (0, Some(5L), 14000L, "b", "8|probe|topic-0|0|5|14000|-|b=b14,c=c1,d=d13"),
-          (0, Some(6L), 4000L, "ca", "9|probe|topic-0|0|6|4000|-|b=b14,c=c1,ca=ca4,d=d13"),
-          (1, Some(0L), 3000L, "b", "1|probe|topic-1|1|0|3000|-|b=b3"),
-          (1, None, 3000L, "punctuate", "2|probe|null|1|-1|3000|3000|3000"),
-          (1, Some(1L), 21000L, "c", "3|probe|topic-1|1|1|21000|-|b=b3,c=c21"),
-          (1, None, 21000L, "punctuate", "4|probe|null|1|-1|21000|21000|21000"),
-          (1, Some(2L), 22000L, "b", "5|probe|topic-1|1|2|22000|b3|b=b3,c=c21")
-        ))
-      import scala.jdk.CollectionConverters._
-      val closed = closes.asScala.toSeq.filter(_.startsWith(run + " ")).map(_.stripPrefix(run + " "))
-      assert(closed.sorted == wantCloses.sorted)
+  {
+    val (probeEvents, runs, expected) = contextCase
+    runs.foreach { run =>
+      test(s"shared context case (context, putIfAbsent, range, close): ${run.name}") {
+        val bounds = run.split.scanLeft(0)(_ + _)
+        val batches = bounds.zip(bounds.tail).map { case (a, b) => probeEvents.slice(a, b) }
+        val op = (df: DataFrame) =>
+          KStream(df.withColumn("topic", concat(lit("topic-"), col("partition").cast("string"))))
+            .process(
+              () => new Probe(run.name),
+              stores = Seq(Stores.keyValue("kv", Encoders.STRING, Encoders.STRING), Stores.keyValue("seq")),
+              name = "probe")
+            .df
+        val got = eventRows(batches, op, run.restartBefore)
+          .map(r =>
+            (
+              r.getAs[Int]("partition"),
+              if (r.isNullAt(r.fieldIndex("offset"))) None else Some(r.getAs[Long]("offset")),
+              r.getAs[Timestamp]("timestamp").getTime - Event.Base,
+              r.getAs[String]("key"),
+              r.getAs[String]("value")))
+          .sortBy(r => (r._1, r._5.split('|').head.toInt)) // each partition in forward order
+        assert(got == expected)
+        import scala.jdk.CollectionConverters._
+        val prefix = run.name + " "
+        val closed = closes.asScala.toSeq.filter(_.startsWith(prefix)).map(_.stripPrefix(prefix))
+        assert(closed.sorted == run.closes.sorted)
+      }
     }
   }
 
