@@ -268,37 +268,6 @@ def test_shared_processor_cases(spark, tmp_path, case, mode):
     assert rows(run_nums(spark, tmp_path, batches, op, restart).output()) == expected
 
 
-def test_punctuation_forwards_have_no_offset(spark, tmp_path):
-    """Every row the tracer forwards, in the order it forwarded them (its counter): a record's
-    forward carries the record's offset, a punctuation's none, both the time they ran at."""
-    case = next(c for c in CASES if c["processor"] == "tracer")
-    records = with_offsets([Rec(k, t, p, value=v) for k, v, t, p in case["records"]])
-    op = lambda df: KStream(df).process(Tracer, stores=[Stores.key_value("counter")]).df  # noqa: E731
-    out = run_nums(spark, tmp_path, [records], op).output().collect()
-    got = sorted(
-        (r["value"], r["key"], int(r["timestamp"].timestamp() * 1000) - BASE_MS, r["partition"], r["offset"])
-        for r in out
-    )
-    # records k@5, k@12, k@13, k@25, k@47 at offsets 0-4; p10 fires at the first record and on
-    # crossing 10, 20 and 40 s (25 jumps over 20; 47 over 30 and 40), p20 at the first record and
-    # on crossing 20 and 40 s; when both are due the one due earlier goes first (at 47: p10, due
-    # at 30, before p20, due at 40), ties in registration order (at 5 and 25: both due at 0, 20)
-    assert got == [
-        (1, "record@5000", 5000, 0, 0),
-        (2, "p10@5000", 5000, 0, None),
-        (3, "p20@5000", 5000, 0, None),
-        (4, "record@12000", 12000, 0, 1),
-        (5, "p10@12000", 12000, 0, None),
-        (6, "record@13000", 13000, 0, 2),
-        (7, "record@25000", 25000, 0, 3),
-        (8, "p10@25000", 25000, 0, None),
-        (9, "p20@25000", 25000, 0, None),
-        (10, "record@47000", 47000, 0, 4),
-        (11, "p10@47000", 47000, 0, None),
-        (12, "p20@47000", 47000, 0, None),
-    ]
-
-
 CONTEXT_CASE = json.load(open(os.path.join(os.path.dirname(__file__), "cases", "processor_cases.json")))[
     "context_case"
 ]
@@ -467,6 +436,27 @@ def test_dedup_as_processor_forwards_the_spec_examples_rows(spark, tmp_path, mod
 
     rows = run_examples(spark, tmp_path, examples, op, mode)
     assert {name: [(r["key"], r["value"]) for r in out] for name, out in rows.items()} == want
+
+
+REDELIVERY_CASE = json.load(open(os.path.join(os.path.dirname(__file__), "cases", "processor_cases.json")))[
+    "redelivery_case"
+]
+
+
+@pytest.mark.parametrize("operator", ["processor", "built_in"])
+def test_shared_redelivery_case(spark, tmp_path, operator):
+    """The redelivery case both runtimes run (the Scala one in ProcessorSpec)."""
+    case = REDELIVERY_CASE
+    batches = [[Rec(k, t, p, offset=o, value=v) for k, v, t, p, o in batch] for batch in case["batches"]]
+    interval_ms = case["interval_ms"]
+
+    def op(df):
+        if operator == "built_in":
+            return KStream(df).deduplicate_by_key(timedelta(milliseconds=interval_ms)).df
+        return KStream(df).process(lambda: DedupByKey(interval_ms), stores=[Stores.key_value("seen")]).df
+
+    run = run_nums(spark, tmp_path, batches, op, restart_before=set(case["restart_before"]), schema=SCHEMA)
+    assert [r["value"] for r in run.output().collect()] == case["expected"]
 
 
 class Scale(Processor):

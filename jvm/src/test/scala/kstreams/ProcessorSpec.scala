@@ -378,39 +378,6 @@ class ProcessorSpec extends SparkSuite {
     }
   }
 
-  test("punctuation forwards carry the punctuation time, no offset") {
-    val traced = sharedCases.find(_.processor == "tracer").get.records
-    val out = sharedOp("tracer")(spark.createDataFrame(traced)).collect().toSeq
-    // (counter n: the forward order, key, timestamp - Base, offset) of every forward. Records k@5,
-    // k@12, k@13, k@25, k@47 at offsets 0-4; p10 fires at the first record and on crossing 10, 20
-    // and 40 s (25 jumps over 20; 47 over 30 and 40), p20 at the first record and on crossing 20
-    // and 40 s; when both are due the one due earlier goes first (at 47: p10, due at 30, before
-    // p20, due at 40), ties in registration order (at 5 and 25: both due at 0, 20)
-    val got = out
-      .map(r =>
-        (
-          r.getAs[Long]("value"),
-          r.getAs[String]("key"),
-          r.getAs[Timestamp]("timestamp").getTime - Base,
-          if (r.isNullAt(r.fieldIndex("offset"))) None else Some(r.getAs[Long]("offset"))))
-      .sortBy(_._1)
-    assert(
-      got == Seq(
-        (1L, "record@5000", 5000L, Some(0L)),
-        (2L, "p10@5000", 5000L, None),
-        (3L, "p20@5000", 5000L, None),
-        (4L, "record@12000", 12000L, Some(1L)),
-        (5L, "p10@12000", 12000L, None),
-        (6L, "record@13000", 13000L, Some(2L)),
-        (7L, "record@25000", 25000L, Some(3L)),
-        (8L, "p10@25000", 25000L, None),
-        (9L, "p20@25000", 25000L, None),
-        (10L, "record@47000", 47000L, Some(4L)),
-        (11L, "p10@47000", 47000L, None),
-        (12L, "p20@47000", 47000L, None)
-      ))
-  }
-
   {
     val (probeEvents, runs, expected) = contextCase
     runs.foreach { run =>
@@ -635,11 +602,21 @@ class ProcessorSpec extends SparkSuite {
     assert(dedupByExample(batches, Set(start)) == dedupWant)
   }
 
-  test("the same record delivered again (same offset) is forwarded again by both") {
-    val first = Event.at("a", 10, offset = 7, value = "first")
-    val batches = Seq(Seq(first), Seq(first.copy(value = "again")), Seq(Event.at("a", 10, offset = 8, value = "dup")))
-    val user = (df: DataFrame) => KStream(df).process(() => new DedupByKey(10000), stores = Seq(dedupStore)).df
-    assert(stream(batches, user) == Seq("first", "again"))
-    assert(stream(batches, df => KStream(df).deduplicateByKey("10 s").df) == Seq("first", "again"))
+  {
+    val c = casesFile.get("redelivery_case")
+    val batches = list(c.get("batches")).map(batch =>
+      list(batch).map(r =>
+        Event.at(r.get(0).asText(), r.get(2).asDouble(), r.get(3).asInt(), r.get(4).asLong(), r.get(1).asText())))
+    val restartBefore = list(c.get("restart_before")).map(_.asInt()).toSet
+    val intervalMs = c.get("interval_ms").asLong()
+    val expected = list(c.get("expected")).map(_.asText())
+    test("shared redelivery case: the user processor") {
+      val user = (df: DataFrame) => KStream(df).process(() => new DedupByKey(intervalMs), stores = Seq(dedupStore)).df
+      assert(stream(batches, user, restartBefore) == expected)
+    }
+    test("shared redelivery case: the built-in operator") {
+      val builtIn = (df: DataFrame) => KStream(df).deduplicateByKey(Duration.ofMillis(intervalMs)).df
+      assert(stream(batches, builtIn, restartBefore) == expected)
+    }
   }
 }
