@@ -68,9 +68,10 @@ def check_stores(stores: Iterable[StoreSpec]) -> list[str]:
     return names
 
 
-def normalized_input(stream, source: str, checked=()):
+def normalized_input(stream, source: int, checked=()):
     """The stream's rows as the runner reads them, grouped by input partition in arrival order
-    (prepared by the JVM, ``kstreams.PythonAPI.processorInput``), with the source's name. With
+    (prepared by the JVM, ``kstreams.PythonAPI.processorInput``), with the source's index (its
+    place in name order). With
     ``checked``, the processors (``NodeSpec``s) the input feeds, a streaming query over it is
     checked against its checkpoint as it starts: their names and stores, which decide the state a
     record meets (their code may change, as in Kafka Streams), must be the checkpoint's."""
@@ -95,7 +96,7 @@ def normalized_input(stream, source: str, checked=()):
         F.col(quote(names["key"])).alias(KEY),
         F.col(quote(names["value"])).alias(VALUE),
         topic.alias(TOPIC),
-        F.lit(source).alias(SOURCE),
+        F.lit(source).cast("int").alias(SOURCE),
         F.col(quote(helpers["group"])).alias(GROUP),
         F.col(quote(helpers["partition"])).alias(PARTITION),
         F.col(quote(helpers["order"])).alias(ORDER),
@@ -215,14 +216,14 @@ def process(
     if name is None:
         name = getattr(supplier, "__name__", None) or type(supplier).__name__
     node = NodeSpec(name, supplier, store_names, children=[], sinks=[None])
-    normalized, has_offset = normalized_input(stream, "input", [node])
+    normalized, has_offset = normalized_input(stream, 0, [node])
     fields = {f.name: f for f in normalized.schema.fields}
     partition_name = names["partition"] or "partition"
     offset_name = names["offset"] or "offset"
     processed = run(
         [normalized],
         [node],
-        {"input": [0]},
+        [[0]],
         names["timestamp"],
         has_offset,
         key_type or fields[KEY].dataType,

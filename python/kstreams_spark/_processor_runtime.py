@@ -352,7 +352,7 @@ class Runner(StatefulProcessor):
     def __init__(
         self,
         nodes: list[NodeSpec],
-        source_children: dict[str, list[int]],
+        source_children: list[list[int]],
         timestamp_name: str,
         has_offset: bool,
         output_names: tuple[str, ...],
@@ -417,10 +417,11 @@ class Runner(StatefulProcessor):
 def arrival_order(rows: Iterable[Row]) -> Iterator[Row]:
     """A task's rows in arrival order: each source in offset order (the JVM sorted them already;
     sorting again keeps the guarantee local); several sources merged by the timestamp of their
-    next record, as a Kafka Streams task picks the partition whose head record is oldest."""
+    next record, as a Kafka Streams task picks the partition whose head record is oldest, equal
+    timestamps in source index order (the sources' name order, as in the JVM's runner)."""
     import heapq
 
-    by_source: dict[str, list[Row]] = {}
+    by_source: dict[int, list[Row]] = {}
     for row in rows:
         by_source.setdefault(row[SOURCE], []).append(row)
     low = -(2**63)

@@ -296,14 +296,17 @@ class Topology:
             for n in processors
         ]
         inputs, has_offset = [], True
-        for i, s in enumerate(sources):
+        # a source is known by its place in name order, as in the JVM's runner: records of two
+        # sources with equal timestamps go in that order
+        ordered = sorted(sources)
+        for i, s in enumerate(ordered):
             source = self._nodes[s].source
             df = source if isinstance(source, DataFrame) else self._read_topic(source)
             # the checkpoint check goes with one input: it describes the whole graph
-            normalized, offset = normalized_input(KStream(df, **self._columns), s, specs if i == 0 else ())
+            normalized, offset = normalized_input(KStream(df, **self._columns), i, specs if i == 0 else ())
             inputs.append(normalized)
             has_offset = has_offset and offset
-        source_children = {s: [index[c] for c in self._children(s, "processor")] for s in sources}
+        source_children = [[index[c] for c in self._children(s, "processor")] for s in ordered]
         fields = {f.name: f for f in inputs[0].schema.fields}
         processed = run(
             inputs,
