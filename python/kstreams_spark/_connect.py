@@ -22,17 +22,20 @@ from kstreams_spark.errors import KStreamsError
 CALL_TYPE_URL = "type.googleapis.com/kstreams.connect.Call"
 PLUGIN_CLASS = "org.apache.spark.sql.kstreams.KStreamsConnectPlugin"
 
-# PythonAPI methods whose result Python uses as a value (not a JVM object to call further).
-_VALUE_METHODS = frozenset(
-    {
-        "columnNames",
-        "aggregateInputName",
-        "valueInputName",
-        "leftValueName",
-        "rightValueName",
-        "processorInputColumns",
-    }
-)
+# The one call known to give a value: which static methods of a kstreams class do (the JVM says,
+# by their return types; PythonAPI.valueMethods), asked once per session and class.
+_VALUE_METHODS_CALL = "valueMethods"
+_value_methods: dict[tuple[str, str], frozenset[str]] = {}
+
+
+def _gives_value(spark: SparkSession, class_name: str, method: str) -> bool:
+    if method == _VALUE_METHODS_CALL:
+        return True
+    key = (spark.session_id, class_name)
+    if key not in _value_methods:
+        asked = RemoteObject(spark, None, "PythonAPI", _VALUE_METHODS_CALL, (class_name,))
+        _value_methods[key] = frozenset(asked.value())
+    return method in _value_methods[key]
 
 
 def is_connect(spark: SparkSession) -> bool:
@@ -75,7 +78,9 @@ class RemoteObject:
 
         def call(*args: Any) -> Any:
             result = RemoteObject(self._spark, self if self._method else None, self._class_name, name, args)
-            return result.value() if name in _VALUE_METHODS else result
+            # a static call may give a value; a call on an object (a KStream...) gives an object
+            static = not self._method
+            return result.value() if static and _gives_value(self._spark, self._class_name, name) else result
 
         return call
 

@@ -122,4 +122,27 @@ private[kstreams] object PythonAPI {
 
   /** Microseconds in an interval string, with the same rules as the Scala API. */
   def intervalMicros(text: String): Long = Intervals.micros(text)
+
+  /** The static methods of `kstreams.<className>` whose result a Spark Connect client takes as a
+    * value (text, a number, a flag, an array of text) rather than as an object to call further,
+    * by their return types: the client asks once per session (this method is the one it knows to be
+    * a value) instead of keeping a list of its own that a new method could miss. */
+  def valueMethods(className: String): Array[String] = {
+    if (!className.matches("[A-Z][A-Za-z0-9]*")) throw new KStreamsException(s"there is no kstreams class $className")
+    Class
+      .forName("kstreams." + className)
+      .getMethods
+      .filter(m => java.lang.reflect.Modifier.isStatic(m.getModifiers) && ValueResults(m.getReturnType))
+      .map(_.getName)
+      .distinct
+      .sorted
+  }
+
+  private val ValueResults: Set[Class[_]] = Set(
+    classOf[String],
+    classOf[Array[String]],
+    java.lang.Long.TYPE,
+    java.lang.Integer.TYPE,
+    java.lang.Boolean.TYPE,
+    java.lang.Double.TYPE)
 }
