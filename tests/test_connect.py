@@ -27,8 +27,10 @@ from kstreams_spark import (
     Stores,
     TimeWindows,
     Topology,
+    checkpoint_operators,
     operator_metrics,
     read_state,
+    repartition_state,
 )
 from kstreams_spark._connect_server import PLUGIN_CLASS, server_command, start_server, stop_server
 from pyspark import cloudpickle
@@ -212,16 +214,29 @@ def test_operator_metrics_of_a_connect_query(remote, tmp_path):
     assert totals == {"kstreams_deduplicate_by_key": {"forwarded": 4, "duplicates_dropped": 1}}
 
 
-def test_read_state_over_connect_reads_the_checkpoint_where_the_server_runs(remote, tmp_path):
+def test_state_functions_over_connect_work_on_the_checkpoint_where_the_server_runs(remote, tmp_path):
+    """checkpoint_operators, read_state and repartition_state over Connect: the server's session
+    does the work, on the checkpoint where the server runs."""
     records = with_offsets([Rec("a", 1), Rec("b", 2), Rec("a", 6), Rec("c", 30)])
     run = StreamRun(remote, str(tmp_path), lambda df: KStream(df).deduplicate_by_key("10 seconds").df)
     run.add_batch(records)
     run.run()
-    # stream time 30: a@1 and b@2 are dead (older than 30 - 10), c@30 lives until 40; a@6 was a@1's repeat
-    state = read_state(remote, str(tmp_path / "checkpoint"))
-    assert [(r.partition, r.key, r.offset, str(r.live_until)) for r in state.collect()] == [
-        (0, "c", 3, "2026-01-01 00:00:40")
+    checkpoint = str(tmp_path / "checkpoint")
+    assert checkpoint_operators(remote, checkpoint) == [
+        "deduplicate_by_key(partition=partition, interval=PT10S, key=key)"
     ]
+    # stream time 30: a@1 and b@2 are dead (older than 30 - 10), c@30 lives until 40; a@6 was a@1's repeat
+    want = [(0, "c", 3, "2026-01-01 00:00:40")]
+    state = read_state(remote, checkpoint)
+    assert [(r.partition, r.key, r.offset, str(r.live_until)) for r in state.collect()] == want
+    before = int(remote.conf.get("spark.sql.shuffle.partitions"))
+    assert repartition_state(remote, checkpoint, before + 1, file_sinks=[str(tmp_path / "out")]) == before
+    state = read_state(remote, checkpoint)
+    assert [(r.partition, r.key, r.offset, str(r.live_until)) for r in state.collect()] == want
+    # the moved query goes on: c@35 is c@30's duplicate, d@36 new
+    run.add_batch([Rec("c", 35, offset=4, value="c35"), Rec("d", 36, offset=5, value="d36")])
+    run.run()
+    assert [r.value for r in run.output().collect() if r.offset >= 4] == ["d36"]
 
 
 def test_late_records_side_output(remote, tmp_path):

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 
-from kstreams_spark._jvm import door, is_connect, java_session, kstreams_class, python_dataframe
+from kstreams_spark._jvm import door, is_connect, java_session, python_dataframe
 from kstreams_spark.errors import KStreamsError
 
 
@@ -22,18 +22,17 @@ def checkpoint_operators(spark: SparkSession, checkpoint: str) -> list[str]:
     >>> checkpoint_operators(spark, "/no/such/checkpoint")
     []
 
+    A classic session reads the checkpoint where the driver runs; a Spark Connect session, where
+    the server runs.
+
     Args:
-        spark: a classic (not Spark Connect) session.
+        spark: a classic or a Spark Connect session.
         checkpoint: the query's checkpoint location.
 
     Returns:
         The operators' descriptors, in plan order; empty if the checkpoint records none.
-
-    Raises:
-        KStreamsError: over Spark Connect (a classic session only).
     """
-    _classic(spark, "checkpoint_operators")
-    return list(door(spark).checkpointOperators(java_session(spark), checkpoint))
+    return list(door(spark).checkpointOperators(_jvm_session(spark), checkpoint))
 
 
 def read_state(spark: SparkSession, checkpoint: str, operator: int = 1) -> DataFrame:
@@ -99,10 +98,7 @@ def read_state(spark: SparkSession, checkpoint: str, operator: int = 1) -> DataF
     """
     if isinstance(operator, bool) or not isinstance(operator, int):
         raise KStreamsError(f"operator must be an operator number (1, 2, ...), got {operator!r}")
-    if is_connect(spark):  # read by the server, where the checkpoint is to it
-        return python_dataframe(door(spark).readState(checkpoint, operator), spark)
-    jdf = kstreams_class(spark, "CheckpointState").read(java_session(spark), checkpoint, operator)
-    return python_dataframe(jdf, spark)
+    return python_dataframe(door(spark).readState(_jvm_session(spark), checkpoint, operator), spark)
 
 
 def repartition_state(
@@ -122,8 +118,8 @@ def repartition_state(
     checkpoint, a query running on it in this driver, a micro-batch planned but not committed (a
     query running elsewhere, or stopped by a failure: run it until it commits, stop it, then
     move), no committed micro-batch, the number it already has, or state not kept in RocksDB. A
-    classic session only (Spark Connect: run ``kstreams-spark state repartition`` where the
-    checkpoint is).
+    classic session moves the checkpoint where the driver runs (and checks for queries running in
+    this driver); a Spark Connect session, where the server runs (and checks the server's).
 
     >>> import tempfile
     >>> root = tempfile.mkdtemp()
@@ -138,7 +134,7 @@ def repartition_state(
     [('a', 3)]
 
     Args:
-        spark: a classic (not Spark Connect) session.
+        spark: a classic or a Spark Connect session.
         checkpoint: the checkpoint location of the stopped query.
         partitions: the new number of state partitions.
         file_sinks: the output paths of the query's file sinks (Parquet, JSON and the like), whose logs get an
@@ -150,10 +146,9 @@ def repartition_state(
     Raises:
         KStreamsError: before anything is written: for a path that is not a kstreams checkpoint, a query
             running on it in this driver, a micro-batch planned but not committed, no committed micro-batch,
-            the number it already has, state not kept in RocksDB, ``partitions`` not an int, ``file_sinks`` a
-            single string, or over Spark Connect (a classic session only).
+            the number it already has, state not kept in RocksDB, ``partitions`` not an int, or ``file_sinks`` a
+            single string.
     """
-    _classic(spark, "repartition_state")
     if isinstance(partitions, bool) or not isinstance(partitions, int):
         raise KStreamsError(
             f"partitions must be a number of state partitions (1, 2, ...), got {partitions!r}"
@@ -161,12 +156,10 @@ def repartition_state(
     if isinstance(file_sinks, str):
         raise KStreamsError(f"file_sinks is a list of output paths, got the string {file_sinks!r}")
     sinks = json.dumps([str(path) for path in file_sinks])
-    return int(door(spark).repartitionState(java_session(spark), checkpoint, partitions, sinks))
+    return int(door(spark).repartitionState(_jvm_session(spark), checkpoint, partitions, sinks))
 
 
-def _classic(spark: SparkSession, name: str) -> None:
-    if is_connect(spark):
-        raise KStreamsError(
-            f"{name} works on the checkpoint's files and needs a classic Spark session; over Spark "
-            "Connect run `kstreams-spark state` where the checkpoint is"
-        )
+def _jvm_session(spark: SparkSession):
+    """The JVM session of a classic ``spark``; None over Spark Connect, where the server works in
+    the client's session there (PythonAPI's checkpoint calls)."""
+    return None if is_connect(spark) else java_session(spark)

@@ -1,6 +1,6 @@
 package kstreams
 
-import org.apache.spark.sql.{Column, DataFrame}
+import org.apache.spark.sql.{Column, DataFrame, SparkSession}
 
 import kstreams.internal.aggregate.Aggregate
 import kstreams.internal.dedup.DedupCaches
@@ -68,22 +68,22 @@ private[kstreams] object PythonAPI {
 
   // ---- the processor API's Python runtime, and tools
 
-  /** [[CheckpointState.operators]] as an array (a list in Python). */
-  def checkpointOperators(spark: org.apache.spark.sql.SparkSession, checkpoint: String): Array[String] =
-    CheckpointState.operators(spark, checkpoint).toArray
+  // The checkpoint calls below take the session to work in, or null from a Spark Connect client,
+  // which has no JVM session to pass: then the session the call runs in, the client's session on
+  // the server, which finds the checkpoint where the server runs.
+  private def sessionOrActive(spark: SparkSession): SparkSession = Option(spark).getOrElse(SparkSession.active)
 
-  /** [[CheckpointState.read]] in the session the call runs in: over Spark Connect, the client's
-    * session on the server, which reads the checkpoint where the server runs. */
-  def readState(checkpoint: String, operator: Int): DataFrame =
-    CheckpointState.read(org.apache.spark.sql.SparkSession.active, checkpoint, operator)
+  /** [[CheckpointState.operators]] as an array (a list in Python). */
+  def checkpointOperators(spark: SparkSession, checkpoint: String): Array[String] =
+    CheckpointState.operators(sessionOrActive(spark), checkpoint).toArray
+
+  /** [[CheckpointState.read]]. */
+  def readState(spark: SparkSession, checkpoint: String, operator: Int): DataFrame =
+    CheckpointState.read(sessionOrActive(spark), checkpoint, operator)
 
   /** [[CheckpointState.repartition]], the file sinks' paths as a JSON array of strings. */
-  def repartitionState(
-      spark: org.apache.spark.sql.SparkSession,
-      checkpoint: String,
-      partitions: Int,
-      fileSinks: String): Int =
-    CheckpointState.repartition(spark, checkpoint, partitions, jsonNames(fileSinks))
+  def repartitionState(spark: SparkSession, checkpoint: String, partitions: Int, fileSinks: String): Int =
+    CheckpointState.repartition(sessionOrActive(spark), checkpoint, partitions, jsonNames(fileSinks))
 
   /** The graph of a Python `Topology`: the one implementation of its checks and `describe()`. */
   def topologyGraph(): TopologyGraph = new TopologyGraph
