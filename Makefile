@@ -25,7 +25,7 @@ SBT = SPARK_JARS=$(SPARK_JARS) java -Xms512m -Xmx2g -Xss4m \
 	-Dsbt.supershell=false -Dsbt.server.forcestart=false -Dsbt.ci=true \
 	-jar $(SBT_LAUNCH)
 
-.PHONY: all demo test test-scala test-python bench jar install clean kafka-connector kafka-broker
+.PHONY: all demo test test-scala test-python bench jar publish-local install clean kafka-connector kafka-broker
 all: install
 
 $(VENV)/.deps: requirements-dev.txt
@@ -51,6 +51,16 @@ $(JAR): $(SBT_LAUNCH) $(VENV)/.deps build.sbt project/build.properties $(SCALA_S
 	touch $(JAR)
 
 jar: $(JAR)
+
+# The library as a JVM dependency: kstreams-spark_2.13 with its POM (Spark and Kafka provided)
+# into the local Maven repository (~/.m2), where Maven, Gradle (mavenLocal()) and sbt
+# (Resolver.mavenLocal) builds find it; README "Scala" gives the dependency lines.
+PUBLISHED := $(HOME)/.m2/repository/io/github/kstreams-spark/kstreams-spark_2.13/$(VERSION)/kstreams-spark_2.13-$(VERSION).jar
+$(PUBLISHED): $(JAR)
+	$(SBT) root/publishM2
+	touch $(PUBLISHED)
+
+publish-local: $(PUBLISHED)
 
 # The Spark Connect client's messages, generated from proto/ by the pinned grpcio-tools (the wheel
 # ships the module; the server reads the same fields itself, kstreams.internal.connect).
@@ -111,7 +121,7 @@ test: lint test-build
 
 .PHONY: test-build test-lane-1 test-lane-2
 test-build: $(SBT_LAUNCH) $(VENV)/.deps
-	$(SBT) package Test/compile "testOnly $(REAL_TIME_SUITE)"
+	$(SBT) package root/publishM2 Test/compile "testOnly $(REAL_TIME_SUITE)"
 	$(copy-jar)
 	$(mark-built-current)
 

@@ -45,6 +45,27 @@ lazy val root = (project in file("jvm"))
         ExclusionRule("org.xerial.snappy")
       )),
     Compile / packageDoc / publishArtifact := false,
+    // The POM (`make publish-local`) names what the runtime must hold, provided, never bundled:
+    // Spark, which is not resolved here (above) and so is added by hand, at the version this jar is
+    // built against, and Spark's Kafka connector, the one the Python package ships (4.2.0, the
+    // newest on Maven Central; it runs on Spark 4.3). Provided dependencies are not transitive, so
+    // an application's build never tries to fetch them through this POM.
+    pomPostProcess := { (pom: scala.xml.Node) =>
+      import scala.xml.{Elem, Node}
+      import scala.xml.transform.{RewriteRule, RuleTransformer}
+      val provided =
+        Seq("spark-sql_2.13" -> "4.3.0", "spark-sql-kafka-0-10_2.13" -> "4.2.0").map { case (artifact, version) =>
+          <dependency><groupId>org.apache.spark</groupId><artifactId>{artifact}</artifactId><version>{
+            version
+          }</version><scope>provided</scope></dependency>
+        }
+      new RuleTransformer(new RewriteRule {
+        override def transform(node: Node): Seq[Node] = node match {
+          case e: Elem if e.label == "dependencies" => e.copy(child = e.child ++ provided)
+          case other => other
+        }
+      }).transform(pom).head
+    },
     // cases both processor runtimes run (ProcessorSpec here, tests/test_processor.py in Python)
     Test / unmanagedResourceDirectories += (ThisBuild / baseDirectory).value / "tests" / "cases",
     Test / fork := true,

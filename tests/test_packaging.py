@@ -155,3 +155,77 @@ def test_the_readme_runs_from_the_wheel_in_a_fresh_venv(wheel, kafka, tmp_path):
     # 4 tests; the spec-copy check skips where no ../shared/spec is next to the clone
     summary = done.stdout.splitlines()[-1]
     assert summary.startswith(("4 passed in", "3 passed, 1 skipped in")), done.stdout[-2000:]
+
+
+def test_a_java_application_built_with_maven_against_the_published_artifact_runs_a_dedup(tmp_path):
+    """What ``make publish-local`` put into the local Maven repository (make test's build step does
+    it): the jar the Python package ships, with a POM that names Spark and its Kafka connector and
+    client as provided. A small Java application outside the repository (tests/jvm_app, copied to a
+    temporary folder) builds with Maven against it and runs the spec's first dedup example on local
+    Spark through spark-submit: a@t and a@t+11 of a@t, a@t+8, a@t+11 with a 10 s interval."""
+    import glob
+    import xml.etree.ElementTree as ET
+
+    import pyspark
+
+    (shipped,) = glob.glob(
+        os.path.join(ROOT, "python", "kstreams_spark", "jars", "kstreams-spark_2.13-*.jar")
+    )
+    version = os.path.basename(shipped)[len("kstreams-spark_2.13-") : -len(".jar")]
+    published = os.path.expanduser(
+        f"~/.m2/repository/io/github/kstreams-spark/kstreams-spark_2.13/{version}/kstreams-spark_2.13-{version}"
+    )
+    assert os.path.exists(published + ".jar"), "not in the local Maven repository: run make publish-local"
+    assert open(published + ".jar", "rb").read() == open(shipped, "rb").read(), (
+        "stale: run make publish-local"
+    )
+
+    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+    pom = ET.parse(published + ".pom").getroot()
+    scopes = {
+        (d.findtext("m:artifactId", namespaces=ns), d.findtext("m:version", namespaces=ns)): d.findtext(
+            "m:scope", namespaces=ns
+        )
+        for d in pom.iterfind("m:dependencies/m:dependency", ns)
+    }
+    assert {k: v for k, v in scopes.items() if v != "test"} == {
+        ("scala-library", "2.13.18"): None,
+        ("kafka-clients", "3.9.2"): "provided",
+        ("spark-sql_2.13", "4.3.0"): "provided",
+        ("spark-sql-kafka-0-10_2.13", "4.2.0"): "provided",
+    }
+
+    app = tmp_path / "app"
+    shutil.copytree(os.path.join(ROOT, "tests", "jvm_app"), app)
+    spark_home = os.path.dirname(pyspark.__file__)
+    spark_jars = os.path.join(spark_home, "jars")
+    built = subprocess.run(
+        ["mvn", "-q", "-B", "package", f"-Dspark.jars={spark_jars}"],
+        capture_output=True,
+        text=True,
+        cwd=app,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    ran = subprocess.run(
+        [
+            os.path.join(spark_home, "bin", "spark-submit"),
+            "--master",
+            "local[2]",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            "spark.sql.shuffle.partitions=2",
+            "--class",
+            "example.Dedup",
+            "--jars",
+            published + ".jar",
+            str(app / "target" / "kstreams-java-app-1.jar"),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SPARK_HOME": spark_home},
+        timeout=600,
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert ran.stdout.splitlines() == ["a v0", "a v2"]
