@@ -97,7 +97,7 @@ $(CRASH_PROCESSORS): $(JAR) $(SCALA_TEST_SRC)
 # and Spark session as the tests beside it.
 PYTEST = $(PY) -m pytest -q --durations=20 --doctest-modules
 PYTEST_ALL = tests python/kstreams_spark --ignore=tests/test_readme.py
-test-python: install $(KAFKA_BROKER) $(CRASH_PROCESSORS) chromium
+test-python: install $(KAFKA_BROKER) $(CRASH_PROCESSORS) chromium $(PUBLISHED)
 	$(PYTEST) $(PYTEST_ALL)
 
 # Everything in two lanes at once, each about half the work, so that both cores stay busy to the
