@@ -3,7 +3,8 @@
 (mkdocstrings) and the Scaladoc.
 
 The pages are cut from README.md at its ``##`` headings, so that every code block of the manual is
-one that ``make test`` already runs (tests/test_readme.py and the packaging test). Links are
+one that ``make test`` already runs (tests/test_readme.py and the packaging test); the guide's own
+pages (docs/guide/) hold no code to run, and their pictures are drawn by docs/pictures.py. Links are
 rewritten for the site: an anchor to another section points to that section's page, a link to
 docs/SEMANTICS.md or benchmarks/RESULTS.md to its page, an image is copied beside the page, and a
 link to any other file of the repository becomes its path in code (the site has no copy of the
@@ -42,6 +43,12 @@ PAGES = {
     "Build notes": ("build-notes.md", "Build notes"),
     "Layout": ("layout.md", "Layout"),
     "Benchmarks": ("benchmarks.md", "Benchmarks"),
+}
+# the guide's own pages, after "Getting started" in the navigation
+GUIDES = {
+    "docs/guide/semantics-in-pictures.md": ("semantics-in-pictures.md", "The rules in pictures"),
+    "docs/guide/coming-from-kafka-streams.md": ("coming-from-kafka-streams.md", "Coming from Kafka Streams"),
+    "docs/guide/choosing.md": ("choosing.md", "Choosing kstreams, Spark's dedup or Flink"),
 }
 # other files of the tree that are pages of the site
 DOCUMENTS = {
@@ -82,7 +89,7 @@ def rewrite_links(lines: list[str], source: str, anchors: dict[str, str], out_di
     """The page's links as the site needs them (see the module doc); `source` is the repository
     path of the Markdown the lines come from."""
     base = os.path.dirname(source)
-    documents = {os.path.normpath(path): page for path, (page, _) in DOCUMENTS.items()}
+    documents = {os.path.normpath(path): page for path, (page, _) in {**GUIDES, **DOCUMENTS}.items()}
 
     def target(match: re.Match) -> str:
         bang, label, href = match.group(1), match.group(2), match.group(3)
@@ -94,6 +101,8 @@ def rewrite_links(lines: list[str], source: str, anchors: dict[str, str], out_di
                 return f"{bang}[{label}]({anchors[anchor]}#{anchor})"
             return match.group(0)
         repo_path = os.path.normpath(os.path.join(base, path))
+        if repo_path == "README.md" and anchor in anchors:  # a README section: its page
+            return f"{bang}[{label}]({anchors[anchor]}#{anchor})"
         if repo_path in documents:
             return f"{bang}[{label}]({documents[repo_path]}{'#' + anchor if anchor else ''})"
         if bang and os.path.isfile(os.path.join(ROOT, repo_path)):
@@ -121,11 +130,14 @@ def write_pages(src: str) -> list[tuple[str, str]]:
         with open(os.path.join(src, page), "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
         nav.append((nav_title, page))
-    for path, (page, nav_title) in DOCUMENTS.items():
+    for path, (page, nav_title) in {**GUIDES, **DOCUMENTS}.items():
         lines = open(os.path.join(ROOT, path), encoding="utf-8").read().splitlines()
         with open(os.path.join(src, page), "w", encoding="utf-8") as f:
-            f.write("\n".join(rewrite_links(lines, path, {}, src)) + "\n")
-        nav.append((nav_title, page))
+            f.write("\n".join(rewrite_links(lines, path, anchors, src)) + "\n")
+        if path in GUIDES:  # after the first page, "Getting started", in GUIDES' order
+            nav.insert(1 + list(GUIDES).index(path), (nav_title, page))
+        else:
+            nav.append((nav_title, page))
     with open(os.path.join(src, API_PAGE[0]), "w", encoding="utf-8") as f:
         f.write(
             "# Python API reference\n\n"

@@ -61,6 +61,9 @@ def test_the_manual_builds_and_no_internal_link_or_image_is_broken(site):
         "semantics.html",
         "benchmark-results.html",
         "api.html",
+        "semantics-in-pictures.html",
+        "coming-from-kafka-streams.html",
+        "choosing.html",
     ]:
         assert page in pages, sorted(pages)
     broken = []
@@ -80,9 +83,29 @@ def test_the_manual_builds_and_no_internal_link_or_image_is_broken(site):
     assert any(
         r.startswith("dsl.html#") or r.startswith("semantics.html") for r in pages["operating.html"].refs
     )
+    # the guide's pages: in the navigation after "Getting started", their pictures on the page, and
+    # their links into README sections cross to those sections' pages
+    index = (site / "index.html").read_text(encoding="utf-8")
+    nav = [
+        index.find(f'href="{p}"') for p in ("semantics-in-pictures.html", "coming-from-kafka-streams.html")
+    ]
+    assert 0 < nav[0] < nav[1] < index.find('href="python.html"'), nav
+    pictures = [r for r in pages["semantics-in-pictures.html"].refs if r.endswith(".svg")]
+    assert len(pictures) == 3, pictures
+    assert any(
+        r.startswith("dsl.html#kafka-streams-and-us") for r in pages["coming-from-kafka-streams.html"].refs
+    )
     api = (site / "api.html").read_text(encoding="utf-8")
     for shown in ["kstreams_spark.KStream.deduplicate_by_key", "late_records", "repartition_state"]:
         assert shown in api, shown
+
+
+def test_the_pictures_are_what_docs_pictures_py_draws_from_the_rules():
+    """docs/guide/pictures/*.svg are committed; the script draws them from tests/reference.py and
+    the spec's example, and --check fails on any picture that differs."""
+    check = [sys.executable, os.path.join(ROOT, "docs", "pictures.py"), "--check"]
+    done = subprocess.run(check, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
 
 
 def test_pages_render_in_headless_chromium_and_a_blank_page_does_not(site):
