@@ -75,9 +75,11 @@ def test_a_moved_checkpoint_continues_with_the_output_of_the_query_that_never_st
     # one file per run: 2 state partitions (the session's), then moved to 4, then to 3
     for i, partitions in enumerate([None, 4, 3]):
         if partitions is not None:
-            before = state_partitions(checkpoint)
+            before, settings = state_partitions(checkpoint), spark.conf.getAll
             assert repartition_state(spark, checkpoint, partitions, [os.path.join(moved, "out")]) == before
             assert state_partitions(checkpoint) == partitions
+            # Spark's repartitioner sets the checkpoint's settings in the session: all put back
+            assert spark.conf.getAll == settings
         shutil.copy2(tmp_path / "all" / files[i], moved_in / files[i])
         start(spark, str(moved_in), moved).awaitTermination()
     assert state_partitions(checkpoint) == 3

@@ -114,7 +114,8 @@ private[kstreams] object Repartition {
             s"${last.map(_.toString).getOrElse("(none)")}, the checkpoint's last committed one is $committed")
       log
     }
-    val added = withSetting(spark, FormatVersion, logs.formatVersion(committed).toString) {
+    val added = preservingSettings(spark) {
+      spark.conf.set(FormatVersion, logs.formatVersion(committed).toString)
       new OfflineStateRepartitionRunner(spark, checkpoint, partitions, true).run()
     }
     sinkLogs.foreach { log =>
@@ -150,15 +151,19 @@ private[kstreams] object Repartition {
     }
   }
 
-  private def withSetting[T](spark: SparkSession, key: String, value: String)(body: => T): T = {
-    val before = spark.conf.getOption(key)
-    spark.conf.set(key, value)
+  /** `body` with the session's settings put back after it, every one: Spark's repartitioner runs in
+    * the caller's session and sets in it the settings the checkpoint recorded (its state format
+    * among them), which would then hold for the session's next queries: over Spark Connect, a
+    * real-time query started after a move failed on the checkpoint format version it had left. */
+  private def preservingSettings[T](spark: SparkSession)(body: => T): T = {
+    val before = spark.conf.getAll
     try body
-    finally
-      before match {
-        case Some(v) => spark.conf.set(key, v)
-        case None => spark.conf.unset(key)
+    finally {
+      spark.conf.getAll.keys.filterNot(before.contains).foreach(spark.conf.unset)
+      before.foreach { case (key, value) =>
+        if (spark.conf.getOption(key).forall(_ != value)) spark.conf.set(key, value)
       }
+    }
   }
 
   /** The checkpoint's offset and commit logs, read as files (`offsets/<batch>`: a version line,
