@@ -229,8 +229,13 @@ def test_state_functions_over_connect_work_on_the_checkpoint_where_the_server_ru
     want = [(0, "c", 3, "2026-01-01 00:00:40")]
     state = read_state(remote, checkpoint)
     assert [(r.partition, r.key, r.offset, str(r.live_until)) for r in state.collect()] == want
-    before = int(remote.conf.get("spark.sql.shuffle.partitions"))
+    before, settings = int(remote.conf.get("spark.sql.shuffle.partitions")), remote.conf.getAll
     assert repartition_state(remote, checkpoint, before + 1, file_sinks=[str(tmp_path / "out")]) == before
+    # the session's settings are put back (Spark's repartitioner sets the checkpoint's in it)
+    assert remote.conf.getAll == settings
+    # it moved, once (the server makes a call each time it plans it: a second move would fail)
+    with pytest.raises(KStreamsError, match=f"already has {before + 1} state partitions"):
+        repartition_state(remote, checkpoint, before + 1)
     state = read_state(remote, checkpoint)
     assert [(r.partition, r.key, r.offset, str(r.live_until)) for r in state.collect()] == want
     # the moved query goes on: c@35 is c@30's duplicate, d@36 new

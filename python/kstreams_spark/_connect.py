@@ -89,8 +89,11 @@ class RemoteObject:
         return RemoteObject(self._spark, self, self._class_name, "get", (key,))
 
     def value(self) -> Any:
-        """The call's result, for results that are plain values."""
-        rows = connect_dataframe(self, self._spark).collect()
+        """The call's result, for results that are plain values. The server makes a call each time
+        it plans the call's relation, and some calls change things (``repartitionState`` moves a
+        checkpoint): so the relation is planned once, by the collect, with no analysis first."""
+        with connect_errors():
+            rows = connect_dataframe(self, self._spark, analyze=False).collect()
         return json.loads(rows[0][0])
 
     def to_proto(self, client):
@@ -131,8 +134,9 @@ def _expression(column: Column, client) -> bytes:
     return column._expr.to_plan(client).SerializeToString()
 
 
-def connect_dataframe(call: RemoteObject, spark) -> DataFrame:
-    """The Connect DataFrame whose plan is ``call``, analyzed at once (see the module's doc)."""
+def connect_dataframe(call: RemoteObject, spark, analyze: bool = True) -> DataFrame:
+    """The Connect DataFrame whose plan is ``call``, analyzed at once unless ``analyze`` is False
+    (see the module's doc)."""
     from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
     from pyspark.sql.connect.plan import LogicalPlan
 
@@ -147,8 +151,9 @@ def connect_dataframe(call: RemoteObject, spark) -> DataFrame:
             return relation
 
     df = ConnectDataFrame(CallPlan(), spark)
-    with connect_errors():
-        df.schema  # noqa: B018 (analysis on the server: a bad argument fails here)
+    if analyze:
+        with connect_errors():
+            df.schema  # noqa: B018 (analysis on the server: a bad argument fails here)
     return df
 
 

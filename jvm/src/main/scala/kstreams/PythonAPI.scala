@@ -128,10 +128,12 @@ private[kstreams] object PythonAPI {
     * by their return types: the client asks once per session (this method is the one it knows to be
     * a value) instead of keeping a list of its own that a new method could miss. */
   def valueMethods(className: String): Array[String] = {
-    if (!className.matches("[A-Z][A-Za-z0-9]*")) throw new KStreamsException(s"there is no kstreams class $className")
-    Class
-      .forName("kstreams." + className)
-      .getMethods
+    def unknown = new KStreamsException(s"there is no kstreams class $className")
+    if (!className.matches("[A-Z][A-Za-z0-9]*")) throw unknown
+    val cls =
+      try Class.forName("kstreams." + className)
+      catch { case _: ClassNotFoundException => throw unknown }
+    cls.getMethods
       .filter(m => java.lang.reflect.Modifier.isStatic(m.getModifiers) && ValueResults(m.getReturnType))
       .map(_.getName)
       .distinct
