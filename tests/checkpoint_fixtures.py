@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from kstreams_spark import JoinWindows, KStream, Processor, SessionWindows, Stores, TimeWindows
 from pyspark import cloudpickle
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -80,6 +81,11 @@ FAMILIES: dict[str, Callable] = {
     ),
     "table_outer_join": lambda d: _even(d).to_table().outer_join(_odd(d).to_table(), _joiner).to_stream().df,
     "python_processor": lambda d: KStream(d).process(RunningCount, stores=[Stores.key_value("counts")]).df,
+    # a Scala processor (the crash test's: deduplicate_by_key written with the Processor API, its
+    # store typed with Spark encoders), from the test classes the Makefile builds
+    "scala_processor": lambda d: DataFrame(
+        d.sparkSession._jvm.kstreams.CrashProcessors.dedupByKey(d._jdf), d.sparkSession
+    ),
 }
 
 
