@@ -45,13 +45,13 @@ lazy val root = (project in file("jvm"))
         ExclusionRule("org.xerial.snappy")
       )),
     Compile / packageDoc / publishArtifact := false,
+    // each build installs the jar it built: a local rebuild of the same version replaces it
+    publishM2Configuration := publishM2Configuration.value.withOverwrite(true),
     // The POM (`make publish-local`) names what the runtime must hold, provided, never bundled:
     // Spark, which is not resolved here (above) and so is added by hand, at the version this jar is
     // built against, and Spark's Kafka connector, the one the Python package ships (4.2.0, the
     // newest on Maven Central; it runs on Spark 4.3). Provided dependencies are not transitive, so
     // an application's build never tries to fetch them through this POM.
-    // each build installs the jar it built: a local rebuild of the same version replaces it
-    publishM2Configuration := publishM2Configuration.value.withOverwrite(true),
     pomPostProcess := { (pom: scala.xml.Node) =>
       import scala.xml.{Elem, Node}
       import scala.xml.transform.{RewriteRule, RuleTransformer}

@@ -1,6 +1,6 @@
-"""The guide's pictures of the rules (docs/guide/pictures/*.svg), drawn from the rules themselves:
-the dedup verdicts come from tests/reference.py (spec section 2 transcribed, the tests' oracle, not
-the code under test), the windows from spec section 3's example and its stated results.
+"""The guide's pictures of the rules (docs/guide/pictures/*.svg): the dedup verdicts come from
+tests/reference.py (spec section 2 transcribed, the tests' oracle, not the code under test); the
+windows picture is spec section 3's example with the results the spec states, entered by hand.
 
     python docs/pictures.py            # writes the SVGs
     python docs/pictures.py --check    # fails if a committed SVG differs (tests/test_docs.py)
@@ -179,7 +179,7 @@ def dedup_interval() -> str:
 
 
 def stream_time_per_partition() -> str:
-    """deduplicate("10 seconds") (global) over two partitions, one lagging: each record is judged
+    """deduplicate("key", "10 seconds") (global) over two partitions, one lagging: each record is judged
     by its own partition's stream time, so the lagging partition's records are neither late nor
     lost, and a duplicate from either side is dropped."""
     records = [
@@ -193,7 +193,7 @@ def stream_time_per_partition() -> str:
     ]
     got = verdicts(records, 10, scope="global")
     svg = Svg(
-        'deduplicate("10 seconds"), global, over two partitions, partition 1 a minute behind',
+        'deduplicate("key", "10 seconds"), global, over two partitions, partition 1 a minute behind',
         95,
         175,
         ["partition 0", "partition 1 (lagging)"],

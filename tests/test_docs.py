@@ -86,10 +86,9 @@ def test_the_manual_builds_and_no_internal_link_or_image_is_broken(site):
     # the guide's pages: in the navigation after "Getting started", their pictures on the page, and
     # their links into README sections cross to those sections' pages
     index = (site / "index.html").read_text(encoding="utf-8")
-    nav = [
-        index.find(f'href="{p}"') for p in ("semantics-in-pictures.html", "coming-from-kafka-streams.html")
-    ]
-    assert 0 < nav[0] < nav[1] < index.find('href="python.html"'), nav
+    guides = ("semantics-in-pictures.html", "coming-from-kafka-streams.html", "choosing.html")
+    nav = [index.find(f'href="{p}"') for p in guides]
+    assert 0 < nav[0] < nav[1] < nav[2] < index.find('href="python.html"'), nav
     pictures = [r for r in pages["semantics-in-pictures.html"].refs if r.endswith(".svg")]
     assert len(pictures) == 3, pictures
     assert any(

@@ -225,7 +225,8 @@ def rows(df):
     )
 
 
-CASES = json.load(open(os.path.join(os.path.dirname(__file__), "cases", "processor_cases.json")))["cases"]
+SHARED = json.load(open(os.path.join(os.path.dirname(__file__), "cases", "processor_cases.json")))
+CASES = SHARED["cases"]
 PROCESSORS = {  # as tests/cases/processor_cases.json describes them
     "tracer": (Tracer, [Stores.key_value("counter")]),
     "sum": (Sum, [Stores.key_value("sums")]),
@@ -268,9 +269,7 @@ def test_shared_processor_cases(spark, tmp_path, case, mode):
     assert rows(run_nums(spark, tmp_path, batches, op, restart).output()) == expected
 
 
-CONTEXT_CASE = json.load(open(os.path.join(os.path.dirname(__file__), "cases", "processor_cases.json")))[
-    "context_case"
-]
+CONTEXT_CASE = SHARED["context_case"]
 
 
 @pytest.mark.parametrize("run_name", list(CONTEXT_CASE["runs"]))
@@ -300,9 +299,7 @@ def test_shared_context_case(spark, tmp_path, run_name):
     assert sorted(f.read_text() for f in closes.iterdir()) == sorted(run_spec["closes"])
 
 
-ERROR_CASES = json.load(open(os.path.join(os.path.dirname(__file__), "cases", "processor_cases.json")))[
-    "error_cases"
-]
+ERROR_CASES = SHARED["error_cases"]
 
 
 def error_case_processor(case):
@@ -438,9 +435,7 @@ def test_dedup_as_processor_forwards_the_spec_examples_rows(spark, tmp_path, mod
     assert {name: [(r["key"], r["value"]) for r in out] for name, out in rows.items()} == want
 
 
-REDELIVERY_CASE = json.load(open(os.path.join(os.path.dirname(__file__), "cases", "processor_cases.json")))[
-    "redelivery_case"
-]
+REDELIVERY_CASE = SHARED["redelivery_case"]
 
 
 @pytest.mark.parametrize("operator", ["processor", "built_in"])
@@ -456,7 +451,8 @@ def test_shared_redelivery_case(spark, tmp_path, operator):
         return KStream(df).process(lambda: DedupByKey(interval_ms), stores=[Stores.key_value("seen")]).df
 
     run = run_nums(spark, tmp_path, batches, op, restart_before=set(case["restart_before"]), schema=SCHEMA)
-    assert [r["value"] for r in run.output().collect()] == case["expected"]
+    # the two forwards share partition and offset, and the sink's files have no order: as a multiset
+    assert sorted(r["value"] for r in run.output().collect()) == sorted(case["expected"])
 
 
 class Scale(Processor):
@@ -514,9 +510,7 @@ def test_topology_describe_and_start(spark, tmp_path):
     assert rows(scaled) == [(p, t, k, v * 100) for p, t, k, v in SUMS_EXPECTED]
 
 
-TOPOLOGY_CASES = json.load(open(os.path.join(os.path.dirname(__file__), "cases", "processor_cases.json")))[
-    "topology_cases"
-]
+TOPOLOGY_CASES = SHARED["topology_cases"]
 
 
 @pytest.mark.parametrize("case", TOPOLOGY_CASES, ids=[c["processor"] for c in TOPOLOGY_CASES])
