@@ -145,7 +145,7 @@ object ProcessorSpec {
     val c = casesFile.get("context_case")
     val events = list(c.get("records")).map(r =>
       Event.at(r.get(0).asText(), r.get(2).asDouble(), r.get(3).asInt(), value = r.get(1).asText()))
-    val runs = c.get("runs").fields().asScala.toSeq.map { e =>
+    val runs = c.get("runs").properties().asScala.toSeq.map { e =>
       ContextRun(
         e.getKey,
         list(e.getValue.get("split")).map(_.asInt()),
@@ -167,7 +167,7 @@ object ProcessorSpec {
     SharedTopologyCase(
       c.get("name").asText(),
       c.get("processor").asText(),
-      c.get("sources").fields().asScala.toSeq.map(e => e.getKey -> records(e.getValue)),
+      c.get("sources").properties().asScala.toSeq.map(e => e.getKey -> records(e.getValue)),
       expectedRows(c.get("expected"))
     )
   }
