@@ -35,6 +35,13 @@ NUM_SCHEMA = T.StructType(
 )
 
 
+def next_count(counter):
+    """The store's counter "n" plus one, stored: the order of a processor's forwards."""
+    n = (counter.get("n") or 0) + 1
+    counter.put("n", n)
+    return n
+
+
 class Tracer(Processor):
     """Forwards ("record@t", n) per record and ("p10@t" / "p20@t", n) per punctuation, t in ms
     after BASE and n a counter kept in a store, so the output order survives sinks and restarts."""
@@ -46,9 +53,7 @@ class Tracer(Processor):
         context.schedule(20_000, PunctuationType.STREAM_TIME, lambda t: self.emit("p20", t))
 
     def emit(self, kind, t):
-        n = (self.counter.get("n") or 0) + 1
-        self.counter.put("n", n)
-        self.context.forward(f"{kind}@{t - BASE_MS}", n)
+        self.context.forward(f"{kind}@{t - BASE_MS}", next_count(self.counter))
 
     def process(self, record):
         self.emit("record", record.timestamp)
@@ -65,9 +70,7 @@ class Echo(Processor):
         self.counter = context.get_state_store("counter")
 
     def process(self, record):
-        n = (self.counter.get("n") or 0) + 1
-        self.counter.put("n", n)
-        self.context.forward(record.key, n)
+        self.context.forward(record.key, next_count(self.counter))
 
 
 class Sum(Processor):
@@ -303,10 +306,11 @@ ERROR_CASES = SHARED["error_cases"]
 
 
 def error_case_processor(case):
-    """The processor and stores of an error case, as tests/cases/processor_cases.json describes them."""
+    """The processor of an error case, as tests/cases/processor_cases.json describes it (none
+    declares a store), and its interval as this runtime prints it."""
     if case["processor"] == "schedules_every":
         interval = timedelta(microseconds=case["interval_micros"])
-        return (lambda: SchedulesEvery(interval)), [], repr(interval)
+        return (lambda: SchedulesEvery(interval)), repr(interval)
     processors = {
         "exploder": Exploder,
         "forwards_in_close": ForwardsInClose,
@@ -314,20 +318,20 @@ def error_case_processor(case):
         "schedules_wall_clock": SchedulesWallClock,
         "sum_without_store": Sum,
     }
-    return processors[case["processor"]], [], None
+    return processors[case["processor"]], None
 
 
 @pytest.mark.parametrize("case", ERROR_CASES, ids=[c["name"] for c in ERROR_CASES])
 def test_shared_processor_error_cases(spark, tmp_path, case):
     """The error cases both runtimes run (the Scala one in ProcessorSpec): the exact message."""
-    processor, stores, interval = error_case_processor(case)
+    processor, interval = error_case_processor(case)
     records = [Rec(k, t, p, value=v) for k, v, t, p in case["records"]]
     with pytest.raises(KStreamsQueryError) as failure:
         run_nums(
             spark,
             tmp_path,
             [records],
-            lambda df: KStream(df).process(processor, stores=stores, name="bad").df,
+            lambda df: KStream(df).process(processor, name="bad").df,
         )
     message = case["message"].replace("{exception}", "ValueError").replace("{interval}", str(interval))
     assert str(failure.value) == message + case.get("advice", {}).get("python", "")

@@ -22,7 +22,14 @@ object ProcessorSpec {
   def num(key: String, value: Long, seconds: Double, partition: Int, offset: Long): Num =
     Num(key, value, new Timestamp(Base + math.round(seconds * 1000)), partition, offset)
 
-  /** The processors of `tests/cases/processor_cases.json`, as it describes them. */
+  /** The store's counter "n" plus one, stored: the order of a processor's forwards. */
+  private def nextCount(counter: KeyValueStore[String, Long]): Long = {
+    val n = counter.get("n").getOrElse(0L) + 1
+    counter.put("n", n)
+    n
+  }
+
+  /** The processors of `tests/cases/processor_cases.json`, as they describe them. */
   final class Tracer extends Processor[String, Long] {
     private var ctx: ProcessorContext[String, Long] = _
     private var counter: KeyValueStore[String, Long] = _
@@ -32,11 +39,7 @@ object ProcessorSpec {
       context.schedule(Duration.ofSeconds(10), PunctuationType.StreamTime)
       context.schedule(Duration.ofSeconds(20), PunctuationType.StreamTime, (t: Long) => emit("p20", t))
     }
-    private def emit(kind: String, t: Long): Unit = {
-      val n = counter.get("n").getOrElse(0L) + 1
-      counter.put("n", n)
-      ctx.forward(s"$kind@${t - Base}", n)
-    }
+    private def emit(kind: String, t: Long): Unit = ctx.forward(s"$kind@${t - Base}", nextCount(counter))
     override def process(record: Record[String, Long]): Unit = emit("record", record.timestamp)
     override def punctuate(timestamp: Long): Unit = emit("p10", timestamp)
   }
@@ -64,11 +67,7 @@ object ProcessorSpec {
       ctx = context
       counter = context.getStateStore[String, Long]("counter")
     }
-    override def process(record: Record[String, Long]): Unit = {
-      val n = counter.get("n").getOrElse(0L) + 1
-      counter.put("n", n)
-      ctx.forward(record.key, n)
-    }
+    override def process(record: Record[String, Long]): Unit = ctx.forward(record.key, nextCount(counter))
   }
 
   /** One case of `tests/cases/processor_cases.json`. */
