@@ -1,12 +1,17 @@
 """What a restart from the same checkpoint may change (README, "Operating a query"): the late-record
 policy and the dedup store's memory decide no stored state, so a restart may change them and the
-result is the rule's under the new setting from the first record on; what decides the stored state
-(operator, interval, windows, key, id) is refused (tests/test_bad_input.py)."""
+result is the rule's under the new setting from the first record on; the per-partition dedup
+interval may change too, with every stored entry judged by the new interval while an entry already
+dead under the old one stays dead; what else decides the stored state (operator, the global dedup's
+interval, windows, key, id) is refused (tests/test_bad_input.py)."""
 
 from __future__ import annotations
 
-from kstreams_spark import KStream
-from streams import Rec, StreamRun, with_offsets
+import datetime as dt
+
+import pytest
+from kstreams_spark import KStream, read_state
+from streams import BASE, Rec, StreamRun, with_offsets
 
 MEMORY_CONF = "spark.kstreams.dedup.memory"
 
@@ -52,4 +57,83 @@ def test_a_restart_may_change_the_dedup_memory_and_the_store_follows(spark, tmp_
         ("b", 1),
         ("c", 3),
         ("d", 6),
+    ]
+
+
+def _by_key(interval: str):
+    return lambda d: KStream(d).deduplicate_by_key(interval).df
+
+
+def _forwarded(run: StreamRun) -> list[tuple]:
+    return sorted((r.partition, r.offset, r.key) for r in run.output().collect())
+
+
+@pytest.mark.parametrize("memory", [None, "1"], ids=["in_memory", "spilled"])
+def test_a_longer_interval_judges_live_entries_and_keeps_dead_ones_dead(spark, tmp_path, memory):
+    """10 s, then 30 s. When the query stops, partition 0's stream time is 25 s: b@15 and c@25 are
+    live (25 - 10 = 15), a@0 and d@14 are dead but still stored (written by the first micro-batch),
+    a@0's bucket [0 s, 10 s) not yet deleted, d@14 in the bucket [10 s, 20 s) it shares with b@15. After the restart a@26 and d@27 are forwarded
+    (their entries stay dead, though 30 s would reach them), b@28 and c@40 are dropped (within
+    30 s of live entries: 10 s would have forwarded both)."""
+    records = with_offsets(
+        [
+            Rec("a", 0),
+            Rec("d", 14),
+            Rec("b", 15),
+            Rec("c", 25),
+            Rec("a", 26),
+            Rec("d", 27),
+            Rec("b", 28),
+            Rec("c", 40),
+        ]
+    )
+    run = StreamRun(spark, str(tmp_path), _by_key("10 s"))
+    try:
+        if memory:
+            spark.conf.set(MEMORY_CONF, memory)
+        run.add_batch(records[:2])  # a@0, d@14 written while live
+        run.add_batch(records[2:4])
+        run.run()
+        run.op = _by_key("30 s")
+        run.add_batch(records[4:])
+        run.run()
+    finally:
+        spark.conf.unset(MEMORY_CONF)
+    assert _forwarded(run) == [(0, 0, "a"), (0, 1, "d"), (0, 2, "b"), (0, 3, "c"), (0, 4, "a"), (0, 5, "d")]
+
+
+def test_a_shorter_interval_then_the_first_again_keeps_each_partition_s_own_judgement(spark, tmp_path):
+    """30 s, then 5 s, then 30 s again, over two partitions.
+
+    * Run 1 (30 s): partition 0 stores a@0, b@10, c@20 (stream time 20); partition 1 stores x@0.
+    * Run 2 (5 s), partition 0 only: a@22 and b@26 are forwarded (a@0, b@10 more than 5 s behind
+      stream time), c@24 is dropped (within 5 s of c@20). Stream time 26: c@20 is now dead.
+    * Run 3 (30 s): c@27 is forwarded (c@20 died under 5 s and stays dead), a@40 is dropped (within
+      30 s of a@22, live); partition 1, which got nothing in run 2, still holds x@0 under 30 s, so
+      x@20 is dropped.
+    """
+    records = with_offsets(
+        [Rec("a", 0), Rec("b", 10), Rec("c", 20), Rec("x", 0, partition=1)]
+        + [Rec("a", 22), Rec("c", 24), Rec("b", 26)]
+        + [Rec("c", 27), Rec("a", 40), Rec("x", 20, partition=1)]
+    )
+    run = StreamRun(spark, str(tmp_path), _by_key("30 s"))
+    for interval, batch in [("30 s", records[:4]), ("5 s", records[4:7]), ("30 s", records[7:])]:
+        run.op = _by_key(interval)
+        run.add_batch(batch)
+        run.run()
+        if interval == "5 s":  # the state shows what the next record meets: entries live under 5 s
+            shown = read_state(spark, str(tmp_path / "checkpoint")).where("partition = 0").collect()
+            assert [(r.key, r.live_until) for r in shown] == [
+                ("a", (BASE + dt.timedelta(seconds=27)).replace(tzinfo=None)),
+                ("b", (BASE + dt.timedelta(seconds=31)).replace(tzinfo=None)),
+            ]
+    assert _forwarded(run) == [
+        (0, 0, "a"),
+        (0, 1, "b"),
+        (0, 2, "c"),
+        (0, 3, "a"),
+        (0, 5, "b"),
+        (0, 6, "c"),
+        (1, 0, "x"),
     ]

@@ -9,8 +9,9 @@ import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.streaming.{StreamingQuery, StreamingQueryException}
 
-/** A checkpoint restarted under another operator, interval, key, grouping or id expression fails
-  * before its first micro-batch, naming the checkpoint's operator and the new one. */
+/** A checkpoint restarted under another operator, key, grouping or id expression (or, but for the
+  * per-partition dedup stores, interval) fails before its first micro-batch, naming the
+  * checkpoint's operator and the new one. */
 class CheckpointReuseSpec extends SparkSuite {
   private val events = Event.numbered(Seq(Event.at("a", 1), Event.at("a", 2), Event.at("a", 3)))
 
@@ -97,12 +98,16 @@ class CheckpointReuseSpec extends SparkSuite {
       "deduplicate_by_sequence(partition=partition, sequence=offset)")
   }
 
-  test("another interval") {
+  test("another interval: judged by the new one for the per-partition store, refused for the global one") {
+    // a@1 is stored, a@2 dropped, and the partition stops at stream time 2 s; then a@3:
+    assert(restart(byKey, df => KStream(df).deduplicateByKey("20 s").df) == Right(0L)) // within 20 s of a@1
+    assert(restart(byKey, df => KStream(df).deduplicateByKey("1 s").df) == Right(1L)) // a@1 dead at 3 s - 1 s
     refused(
-      byKey,
-      df => KStream(df).deduplicateByKey("20 s").df,
-      byKeyWas,
-      "deduplicate_by_key(partition=partition, interval=PT20S, key=key)")
+      df => KStream(df).deduplicate(col("key"), "10 s").df,
+      df => KStream(df).deduplicate(col("key"), "20 s").df,
+      "deduplicate(partition=partition, interval=PT10S, id=key)",
+      "deduplicate(partition=partition, interval=PT20S, id=key)"
+    )
   }
 
   test("another key") {

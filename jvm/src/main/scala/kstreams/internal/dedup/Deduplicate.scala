@@ -39,7 +39,9 @@ private[kstreams] object Deduplicate {
         .withStateTypes(stateTypes)
     scope match {
       case DedupScope.PerPartition =>
-        perPartition(df, resolved, parts, intervalMicros, lateRecords, descriptor)
+        // the per-partition store judges entries of another interval itself (README, "Operating a
+        // query"); the global one does not yet: its entries are dead per partition
+        perPartition(df, resolved, parts, intervalMicros, lateRecords, descriptor.mayChangeOnRestart("interval"))
       case DedupScope.Global => global(df, resolved, parts, intervalMicros, lateRecords, descriptor)
     }
   }

@@ -65,11 +65,19 @@ private[kstreams] final class PerPartitionDedupProcessor(
     lateRecords: LateRecords,
     idleMs: Long)
     extends StatefulProcessor[Int, CompactRecord, CompactOutput]
-    with RealTimeCapable {
+    with RealTimeCapable
+    with RecordedSettings {
 
   import PerPartitionDedupProcessor._
 
-  private val bucketMicros = math.max(intervalMicros, 1000000L)
+  /** The interval the checkpoint recorded, i.e. its first run's (this run's own for a new
+    * checkpoint or a batch query). Its bucket width stays the store's layout for good, since chunk
+    * keys depend on it, and the entries of a group without a [[TimeBucketChunks.tag]] were judged
+    * under it. Set on the driver before each run's first micro-batch ([[RecordedSettings]]). */
+  private var recordedIntervalMicros: Long = intervalMicros
+
+  override def recorded(setting: String => Option[String]): Unit =
+    recordedIntervalMicros = setting("interval").map(Intervals.micros).getOrElse(intervalMicros)
 
   /** Tells this operator's maps apart from other operators' of the same query in [[DedupCaches]];
     * made once on the driver, so the same in every micro-batch of a run. */
@@ -84,7 +92,7 @@ private[kstreams] final class PerPartitionDedupProcessor(
   @transient private lazy val budgetBytes = DedupCaches.budgetBytes(memorySetting)
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
-    buckets = new TimeBucketChunks(getHandle, bucketMicros)
+    buckets = new TimeBucketChunks(getHandle, math.max(recordedIntervalMicros, 1000000L))
     streamTimes = getHandle.getMapState[Int, Long]("streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
     entries = getHandle.getMapState[Array[Byte], DedupEntry](
       "entries",
@@ -133,6 +141,7 @@ private[kstreams] final class PerPartitionDedupProcessor(
     private val partition = first.partition
     private val times = new StreamTimes(streamTimes)
     private var streamTime = times.current(partition) // of the group's one partition: stored once
+    judgeUnderThisInterval(group, streamTime) // before the store reads its entries
     private val store = new GroupStore(group, liveFromOf(streamTime), mode.get()) // null before its first batch
     private val emit = new CompactEmitter(lateRecords)
     private var lastOrder = Long.MinValue
@@ -157,6 +166,46 @@ private[kstreams] final class PerPartitionDedupProcessor(
       store.close(streamTime - intervalMicros)
       if (useTimers) sweeper.ensureArmed(timerValues)
       emit.counts
+    }
+  }
+
+  /** Makes a group's entries those this run's interval judges, once per run that changed it.
+    *
+    * Why this is exact (README, "Operating a query": from the first record after a restart every
+    * stored entry is judged by the new interval, and an entry already dead under the old one when
+    * the query stopped stays dead): the group's stream time when it opens is the one it stopped
+    * at, so the entries dead then are those with `ts < streamTime - judgedUnder`. They are deleted
+    * here, whole buckets below that and the rest of the bucket across it (and a spilled group's
+    * `entries` rows of them), so no longer interval can bring them back; what is left is judged by
+    * the new interval from the first record on. A shorter interval deletes nothing the new one
+    * would not count as dead anyway. The group's tag then records the interval its entries are
+    * judged under, so that a group that gets no record in this run is judged under its own last
+    * interval at its next opening, whatever the runs in between used. */
+  private def judgeUnderThisInterval(group: Int, streamTime: Long): Unit = {
+    val judgedUnder = buckets.tag.getOrElse(recordedIntervalMicros)
+    if (judgedUnder != intervalMicros) {
+      val stored = mode.get()
+      val spilled = stored != null && stored.spilled
+      if (streamTime != Long.MinValue) {
+        val deadBelow = streamTime - judgedUnder
+        removeBuckets(buckets.deadBuckets(deadBelow), deadBelow, spilled)
+        buckets.rewrite(buckets.bucketOf(deadBelow)) { chunks =>
+          val kept = new EntryMap
+          chunks.foreach(bytes =>
+            decode(bytes) { (key, ts, offset) =>
+              if (ts >= deadBelow) kept.putIfNewer(key, ts, offset)
+              else if (spilled) {
+                val e = entries.getValue(key)
+                if (e != null && e.timestampMicros < deadBelow) entries.removeKey(key)
+              }
+            })
+          encode(kept, kept.occupiedSlots)
+        }
+      }
+      buckets.tag = if (intervalMicros == recordedIntervalMicros) None else Some(intervalMicros)
+      // a map kept in this executor holds what was just deleted: never use it again
+      if (stored != null && !stored.spilled) mode.update(stored.copy(token = SpillableStore.newToken()))
+      cacheId(group).foreach(DedupCaches.drop)
     }
   }
 

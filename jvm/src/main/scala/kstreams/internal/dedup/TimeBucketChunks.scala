@@ -50,12 +50,38 @@ private[kstreams] final class TimeBucketChunks(
     * gets a few chunks per micro-batch: hundreds of thousands of micro-batches) is rewritten whole as
     * `compact(its chunks and these)`, which should hold each entry once. */
   def append(bucket: Long, encoded: Seq[Array[Byte]])(compact: Seq[Array[Byte]] => Seq[Array[Byte]]): Unit = {
-    val count = if (chunkCounts.containsKey(bucket)) chunkCounts.getValue(bucket) else 0
-    if (count + encoded.size > maxChunksPerBucket) {
-      val rewritten = compact(chunksOf(bucket, count).toVector ++ encoded)
-      (0 until count).foreach(i => chunks.removeKey(chunkKey(bucket, i)))
-      write(bucket, 0, rewritten)
-    } else write(bucket, count, encoded)
+    val count = countOf(bucket)
+    if (count + encoded.size > maxChunksPerBucket)
+      replace(bucket, count, compact(chunksOf(bucket, count).toVector ++ encoded))
+    else write(bucket, count, encoded)
+  }
+
+  /** Replaces `bucket`'s chunks with `rewrite(its chunks)` (the bucket is deleted if that is empty). */
+  def rewrite(bucket: Long)(rewrite: Seq[Array[Byte]] => Seq[Array[Byte]]): Unit = {
+    val count = countOf(bucket)
+    if (count > 0) {
+      val rewritten = rewrite(chunksOf(bucket, count).toVector)
+      if (rewritten.isEmpty) remove(bucket, count, None) else replace(bucket, count, rewritten)
+    }
+  }
+
+  private def countOf(bucket: Long): Int = if (chunkCounts.containsKey(bucket)) chunkCounts.getValue(bucket) else 0
+
+  private def replace(bucket: Long, count: Int, rewritten: Seq[Array[Byte]]): Unit = {
+    (0 until count).foreach(i => chunks.removeKey(chunkKey(bucket, i)))
+    write(bucket, 0, rewritten)
+  }
+
+  /** One number the store's owner keeps beside the buckets (the dedup processors: the interval the
+    * entries were last judged under), in the `chunks` map under [[TagKey]], which no bucket's chunk
+    * can have; so no state variable is added (each costs its construction in every task: issue 33)
+    * and a store that never sets it is laid out as before. */
+  def tag: Option[Long] =
+    Option(chunks.getValue(TagKey)).map(bytes => ByteBuffer.wrap(bytes).getLong())
+
+  def tag_=(value: Option[Long]): Unit = value match {
+    case Some(v) => chunks.updateValue(TagKey, ByteBuffer.allocate(8).putLong(v).array())
+    case None => if (chunks.containsKey(TagKey)) chunks.removeKey(TagKey)
   }
 
   private def write(bucket: Long, from: Int, encoded: Seq[Array[Byte]]): Unit = {
@@ -136,4 +162,8 @@ private[kstreams] object TimeBucketChunks {
   }
 
   def chunkKey(bucket: Long, chunk: Int): Long = (bucket << 20) | chunk
+
+  /** The `chunks` key of [[TimeBucketChunks.tag]]: a chunk's key is at least `bucket << 20` of the
+    * bucket of year 1 (Spark's earliest timestamp), far above this. */
+  val TagKey: Long = Long.MinValue
 }

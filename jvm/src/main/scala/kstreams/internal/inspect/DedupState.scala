@@ -6,7 +6,7 @@ import org.apache.spark.sql.{DataFrame, Encoders}
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.types.{LongType, StructType}
 
-import kstreams.internal.dedup.PerPartitionDedupProcessor
+import kstreams.internal.dedup.{PerPartitionDedupProcessor, TimeBucketChunks}
 
 /** The live entries of a per-partition dedup operator (`deduplicate_by_key`,
   * `deduplicate_by_key_value`), decoded the way [[PerPartitionDedupProcessor]] reads its own
@@ -24,8 +24,19 @@ import kstreams.internal.dedup.PerPartitionDedupProcessor
 private[inspect] object DedupState {
 
   def read(state: StateVariables, settings: Settings, keyTypes: Option[StructType]): DataFrame = {
-    val intervalMicros = settings.micros("interval")
-    val entries = state("chunks")
+    val chunks = state("chunks")
+    val isTag = col("user_map_key.value") === lit(TimeBucketChunks.TagKey)
+    // the interval each group's entries were last judged under: its tag after a restart that
+    // changed the interval, the checkpoint's recorded one otherwise (PerPartitionDedupProcessor)
+    val intervals = chunks
+      .where(isTag)
+      .select(
+        state.group,
+        conv(hex(col("user_map_value.value")), 16, 10).cast(LongType).as("interval")
+      ) // 8 bytes, big-endian
+    val intervalMicros = coalesce(col("interval"), lit(settings.micros("interval")))
+    val entries = chunks
+      .where(!isTag)
       .select(state.group, col("user_map_value.value").as("chunk"))
       .as[(Int, Array[Byte])](Encoders.tuple(Encoders.scalaInt, Encoders.BINARY))
       .flatMap { case (g, chunk) =>
@@ -37,13 +48,14 @@ private[inspect] object DedupState {
     val current = entries.groupBy("group", "key_bytes").agg(max(struct(col("ts"), col("offset"))).as("e"))
     val live = current
       .join(state.streamTimes, "group")
-      .where(col("e.ts") >= col("stream_time") - lit(intervalMicros))
+      .join(intervals, Seq("group"), "left")
+      .where(col("e.ts") >= col("stream_time") - intervalMicros)
     live
       .select(
         Seq(col("partition")) ++ StateVariables.keyColumns(keyTypes) ++ Seq(
           timestamp_micros(col("e.ts")).as("timestamp"),
           when(col("e.offset") =!= lit(Long.MinValue), col("e.offset")).cast(LongType).as("offset"),
-          timestamp_micros(col("e.ts") + lit(intervalMicros)).as("live_until"),
+          timestamp_micros(col("e.ts") + intervalMicros).as("live_until"),
           timestamp_micros(col("stream_time")).as("stream_time")
         ): _*)
       .orderBy("partition", "timestamp", "offset")

@@ -9,7 +9,7 @@ import org.apache.spark.sql.functions._
 import org.apache.spark.sql.kstreams.RowBytes
 import org.apache.spark.sql.types.StructType
 
-import kstreams.internal.plan.{CheckpointOperators, HelperColumns}
+import kstreams.internal.plan.{CheckpointOperators, HelperColumns, OperatorDescriptor}
 
 /** Reads the state of operator number `operator` (from 1) of a checkpoint, as its kind shows it
   * ([[DedupState]], [[WindowState]], [[TableState]]), with Spark's `statestore` reader: the
@@ -135,19 +135,10 @@ private[kstreams] object StateVariables {
 
 /** The settings of a rendered descriptor, `name(a=1, b=PT10S)`. */
 private[inspect] final class Settings(descriptor: String) {
-  private val values: Map[String, String] =
-    descriptor
-      .stripSuffix(")")
-      .dropWhile(_ != '(')
-      .drop(1)
-      .split(", ")
-      .toSeq
-      .filter(_.contains('='))
-      .map(s => s.takeWhile(_ != '=') -> s.dropWhile(_ != '=').drop(1))
-      .toMap
-
   def apply(name: String): String =
-    values.getOrElse(name, throw new KStreamsException(s"no $name in the recorded descriptor $descriptor"))
+    OperatorDescriptor
+      .setting(descriptor, name)
+      .getOrElse(throw new KStreamsException(s"no $name in the recorded descriptor $descriptor"))
 
   def micros(name: String): Long = Intervals.micros(apply(name)) // ISO-8601, as rendered
 }

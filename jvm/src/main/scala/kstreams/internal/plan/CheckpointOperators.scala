@@ -57,14 +57,25 @@ private[kstreams] object CheckpointOperators {
   }
   private val runs = mutable.HashMap.empty[String, Run]
 
-  def verify(processor: AnyRef, descriptor: OperatorDescriptor): Unit =
-    RunningQueries.current().foreach { query =>
-      verify(query, "operators", processor, descriptor.render, descriptor.stateTypes.map(_.json).getOrElse(""))
+  /** Checks `descriptor` against the checkpoint of the query being planned; returns the descriptor
+    * the checkpoint records for this operator (its first run's: the settings a restart may change
+    * keep their first values there), or `None` outside a streaming query. */
+  def verify(processor: AnyRef, descriptor: OperatorDescriptor): Option[String] =
+    RunningQueries.current().map { query =>
+      verify(
+        query,
+        "operators",
+        processor,
+        descriptor.render,
+        descriptor.stateTypes.map(_.json).getOrElse(""),
+        descriptor.sameStateAs)
     }
 
   /** [[verify]] for a Python processor's plan, told apart by `plan` (one per DataFrame made). */
   def verifyPythonProcessor(plan: AnyRef, descriptor: String): Unit =
-    RunningQueries.current().foreach { query => verify(query, "python_processors", plan, descriptor, "") }
+    RunningQueries.current().foreach { query =>
+      verify(query, "python_processors", plan, descriptor, "", _ == descriptor)
+    }
 
   /** Whether `checkpoint` was written by a query with kstreams operators (JVM or Python): it has
     * the file. */
@@ -83,7 +94,13 @@ private[kstreams] object CheckpointOperators {
     }
   }
 
-  private def verify(query: StreamExecution, list: String, processor: AnyRef, descriptor: String, types: String): Unit =
+  private def verify(
+      query: StreamExecution,
+      list: String,
+      processor: AnyRef,
+      descriptor: String,
+      types: String,
+      sameState: String => Boolean): String =
     synchronized {
       val key = query.id.toString
       val run = runs.get(key).filter(_.runId == query.runId).getOrElse {
@@ -99,7 +116,7 @@ private[kstreams] object CheckpointOperators {
         positions.put(processor, position)
         val added = position >= recorded.size
         if (added) recorded += descriptor
-        else if (recorded(position) != descriptor)
+        else if (!sameState(recorded(position)))
           throw new KStreamsException(
             s"the checkpoint ${query.resolvedCheckpointRoot} holds the state of kstreams operator " +
               s"#${position + 1} ${recorded(position)}, but this query runs $descriptor in its " +
@@ -116,6 +133,7 @@ private[kstreams] object CheckpointOperators {
         }
         if (added || typesAdded) write(run.checkpoint, run.recorded)
       }
+      recorded(positions.get(processor))
     }
 
   private def fileSystem(path: Path): FileSystem =

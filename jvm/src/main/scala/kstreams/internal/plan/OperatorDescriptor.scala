@@ -27,7 +27,8 @@ import org.apache.spark.sql.types.StructType
 private[kstreams] final case class OperatorDescriptor(
     operator: String,
     settings: Seq[(String, String)],
-    stateTypes: Option[StructType] = None) {
+    stateTypes: Option[StructType] = None,
+    restartMayChange: Set[String] = Set.empty) {
 
   /** The observed metric that counts what the operator forwarded and dropped (README "Metrics"). */
   def metricName: String = "kstreams_" + operator
@@ -35,6 +36,20 @@ private[kstreams] final case class OperatorDescriptor(
   def render: String = settings.map { case (k, v) => s"$k=$v" }.mkString(s"$operator(", ", ", ")")
 
   def withStateTypes(schema: StructType): OperatorDescriptor = copy(stateTypes = Some(schema))
+
+  /** Marks setting `name` as one a restart may change: the operator judges the state written under
+    * the checkpoint's value itself ([[RecordedSettings]]), so [[CheckpointOperators]] accepts another. */
+  def mayChangeOnRestart(name: String): OperatorDescriptor = copy(restartMayChange = restartMayChange + name)
+
+  /** Whether state recorded as `recorded` (a [[render]]ed descriptor) is this operator's: the same
+    * descriptor but for the settings a restart may change. */
+  def sameStateAs(recorded: String): Boolean =
+    recorded == render || {
+      val asRecorded = settings.map { case (k, v) =>
+        k -> (if (restartMayChange(k)) OperatorDescriptor.setting(recorded, k).getOrElse(v) else v)
+      }
+      copy(settings = asRecorded).render == recorded
+    }
 
   def interval(name: String, micros: Long): OperatorDescriptor =
     copy(settings = settings :+ (name -> OperatorDescriptor.duration(micros)))
@@ -64,6 +79,19 @@ private[kstreams] object OperatorDescriptor {
   def arrivalOrder(metricName: String, resolved: ResolvedColumns): OperatorDescriptor =
     OperatorDescriptor(metricName).column("partition", resolved.partition.map(_.name))
 
+  /** The value of setting `name` in a [[OperatorDescriptor.render]]ed descriptor: what follows
+    * `name=` up to the next setting (`, ` followed by a name and `=`) or the closing parenthesis. */
+  def setting(rendered: String, name: String): Option[String] = {
+    val body = rendered.dropWhile(_ != '(').drop(1).stripSuffix(")")
+    val starts = SettingStart.findAllMatchIn(body).toVector
+    starts.indices.collectFirst {
+      case i if starts(i).group(1) == name =>
+        body.substring(starts(i).end, starts.lift(i + 1).map(_.start).getOrElse(body.length))
+    }
+  }
+
+  private val SettingStart = """(?:^|, )([a-z_]+)=""".r
+
   /** ISO-8601, as `Intervals.micros` reads it back: `PT10S`. */
   private def duration(micros: Long): String =
     Duration.ofSeconds(Math.floorDiv(micros, 1000000L), Math.floorMod(micros, 1000000L) * 1000L).toString
@@ -83,7 +111,11 @@ private[kstreams] final class DescribedProcessor[K, I, O](
     if (TaskContext.get() == null) {
       if (!inner.isInstanceOf[RealTimeCapable] && RunningQueries.current().exists(RunningQueries.isRealTime))
         throw RealTimeCapable.refused(descriptor.operator)
-      CheckpointOperators.verify(this, descriptor)
+      val recorded = CheckpointOperators.verify(this, descriptor)
+      inner match {
+        case r: RecordedSettings => r.recorded(name => recorded.flatMap(OperatorDescriptor.setting(_, name)))
+        case _ =>
+      }
     }
     inner.setHandle(getHandle)
     inner.init(outputMode, timeMode)
@@ -96,6 +128,14 @@ private[kstreams] final class DescribedProcessor[K, I, O](
     inner.handleExpiredTimer(key, timerValues, expiredTimerInfo)
 
   override def close(): Unit = inner.close()
+}
+
+/** A processor whose descriptor has settings a restart may change
+  * ([[OperatorDescriptor.mayChangeOnRestart]]): before the first micro-batch of each run (on the
+  * driver, before its tasks are serialized) it is told the values the checkpoint recorded, or
+  * `None` for a query without a checkpoint record (a batch query, a new checkpoint: this run's own). */
+private[kstreams] trait RecordedSettings {
+  def recorded(setting: String => Option[String]): Unit
 }
 
 /** A processor that runs in a real-time query (spec section 8) as in a micro-batch: it reads the
