@@ -29,18 +29,37 @@ package kstreams.processor
   */
 trait Processor[K, V] {
 
-  /** Called once per partition and micro-batch before anything else; keep the context here. */
+  /** Called once per partition and micro-batch before anything else; keep the context here.
+    *
+    * @param context
+    *   this partition's context: stores (`getStateStore`), schedules (`schedule`, only here),
+    *   `forward` and the current record's metadata
+    * @throws KStreamsException
+    *   from `context`, for a store the processor did not declare or a schedule it may not make
+    *   (spec section 7); any exception thrown here fails the query, naming the processor */
   def init(context: ProcessorContext[K, V]): Unit = ()
 
-  /** Called for each record, in arrival order (offset order) of its input partition. */
+  /** Called for each record, in arrival order (offset order) of its input partition.
+    *
+    * @param record
+    *   the input record, with its partition, offset and timestamp
+    * @throws Exception
+    *   anything thrown fails the query with a message naming the processor, the partition and the
+    *   offset of the record (README, "Processor API") */
   def process(record: Record[K, V]): Unit
 
-  /** Called by the schedules registered with `context.schedule(interval, type)`; `timestamp` is
-    * the stream time (stream-time punctuation) or the processing time (wall-clock), in ms. */
+  /** Called by the schedules registered with `context.schedule(interval, type)` without their
+    * own [[Punctuator]].
+    *
+    * @param timestamp
+    *   the stream time (stream-time punctuation) or the processing time (wall-clock), epoch ms */
   def punctuate(timestamp: Long): Unit = ()
 
   /** Called at the end of the partition's micro-batch, once per task and micro-batch. The
     * micro-batch's output is complete then: a forward here fails the query (it would be lost), and
-    * the stores are out of reach (Spark has no current key; keep what `close` needs in fields). */
+    * the stores are out of reach (Spark has no current key; keep what `close` needs in fields).
+    *
+    * @throws KStreamsException
+    *   from the context, for a forward made here */
   def close(): Unit = ()
 }

@@ -6,5 +6,8 @@ package kstreams.processor
   * {{{ val supplier: ProcessorSupplier[String, Long] = () => new Sum }}}
   */
 trait ProcessorSupplier[K, V] extends Serializable {
+
+  /** @return
+    *   a new processor, not one shared with another partition (as Kafka Streams asks) */
   def get(): Processor[K, V]
 }

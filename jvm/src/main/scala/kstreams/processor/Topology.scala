@@ -35,7 +35,16 @@ final class Topology {
   private val processors = mutable.HashMap.empty[String, (ProcessorSupplier[Any, Any], Seq[StoreSpec])]
   private val sinks = mutable.HashMap.empty[String, SinkTarget]
 
-  /** Adds a source reading a streaming DataFrame with record columns named as in `columns`. */
+  /** Adds a source reading a streaming DataFrame with record columns named as in `columns`.
+    *
+    * @param name
+    *   the node's name, unique in the topology
+    * @param df
+    *   a streaming DataFrame
+    * @param columns
+    *   which of its columns are the key, value, timestamp, partition and offset
+    * @throws KStreamsException
+    *   for a null DataFrame, an empty name or one already used */
   def addSource(name: String, df: DataFrame, columns: StreamColumns = StreamColumns()): Topology = {
     if (df == null) throw new KStreamsException(s"source '$name' needs a DataFrame, got null")
     graph.addSource(name, "DataFrame")
@@ -43,11 +52,24 @@ final class Topology {
     this
   }
 
-  /** Adds a processor fed by what its parents forward (or read, for sources). */
+  /** Adds a processor fed by what its parents forward (or read, for sources).
+    *
+    * @param name
+    *   the node's name, unique in the topology (a record's `processorName`)
+    * @param supplier
+    *   makes the processor of each input partition
+    * @param parents
+    *   the sources or processors it reads from, at least one
+    * @throws KStreamsException
+    *   for a null supplier, an empty or used name, no parent, or a parent that is unknown or a
+    *   sink */
   def addProcessor[K, V](name: String, supplier: ProcessorSupplier[K, V], parents: String*): Topology =
     addProcessor(name, supplier, Nil, parents: _*)
 
-  /** Adds a processor with the key-value stores it uses. */
+  /** Adds a processor with the key-value stores it uses (see the other overload for the rest).
+    *
+    * @param stores
+    *   the stores it may open ([[Stores.keyValue]]); any other name fails at `getStateStore` */
   def addProcessor[K, V](
       name: String,
       supplier: ProcessorSupplier[K, V],
@@ -59,7 +81,14 @@ final class Topology {
     this
   }
 
-  /** Adds a sink: `target(batch, batchId)` gets each micro-batch's records its parents forward. */
+  /** Adds a sink: `target(batch, batchId)` gets each micro-batch's records its parents forward.
+    *
+    * @param target
+    *   called once per micro-batch with its records and its id (as `foreachBatch`)
+    * @param parents
+    *   the processors (or sources) whose forwards it writes
+    * @throws KStreamsException
+    *   for an empty or used name, no parent, or a parent that is unknown or a sink */
   def addSink(name: String, target: (DataFrame, Long) => Unit, parents: String*): Topology = {
     graph.addSink(name, "function", parents.asJava)
     sinks(name) = target
@@ -70,7 +99,16 @@ final class Topology {
   def describe(): String = graph.describe()
 
   /** Starts one streaming query per sub-topology (checkpoint under
-    * `checkpointLocation/sub-topology-<i>`) and returns them, running. */
+    * `checkpointLocation/sub-topology-<i>`) and returns them, running.
+    *
+    * @param checkpointLocation
+    *   the folder under which each sub-topology's checkpoint is kept
+    * @param trigger
+    *   the queries' trigger (micro-batch)
+    * @param wallClock
+    *   whether processors may schedule `PunctuationType.WallClockTime` punctuations
+    * @throws KStreamsException
+    *   for an empty topology */
   def start(
       checkpointLocation: String,
       trigger: Trigger = Trigger.ProcessingTime(0L),
