@@ -91,7 +91,7 @@ $(CRASH_PROCESSORS): $(JAR) $(SCALA_TEST_SRC)
 	$(SBT) Test/compile
 	touch $@
 
-# README's blocks run once, from the wheel in a fresh venv (tests/test_packaging.py runs
+# The manual's blocks (README and docs/guide/) run once, from the wheel in a fresh venv (tests/test_packaging.py runs
 # tests/test_readme.py there); by hand `pytest tests/test_readme.py` runs them in this venv.
 # Every example in the package's docstrings runs too (namespace: conftest.py), in the same run
 # and Spark session as the tests beside it.
@@ -174,7 +174,7 @@ test-crash: install $(KAFKA_BROKER) $(CRASH_PROCESSORS)
 test-cluster: install
 	$(PY) -m pytest -q -m cluster tests
 
-# The manual: the README's sections as pages, the contract, the benchmark results, the Python API
+# The manual: README and the guide's pages (docs/guide/), the contract, the benchmark results, the Python API
 # reference (from the docstrings) and the Scaladoc, as a static site in site/ (open site/index.html);
 # then two pages opened in headless Chromium (Debian's package, installed here when missing) and
 # their screenshots checked to show a rendered page (docs/check_render.py).

@@ -108,13 +108,12 @@ def remote(server_port):
 
 @pytest.fixture(scope="module", autouse=True)
 def readme_example(server_port, tmp_path_factory):
-    """README, "Spark Connect": the example as written (on this module's server), in a new Python
+    """The manual's "Spark Connect" page: the example as written (on this module's server), in a new Python
     process as a user runs it, with no JVM within reach (no java on the PATH, no JAVA_HOME or
     SPARK_HOME). Started with the module, since its rate source needs ten seconds for ten values:
     it runs while the first tests do, and test_the_readme_example_runs reads what it printed."""
-    text = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
-    section = text.split("## Spark Connect", 1)[1].split("\n## ", 1)[0]
-    (block,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    page = open(os.path.join(os.path.dirname(__file__), "..", "docs", "guide", "connect.md")).read()
+    (block,) = re.findall(r"```python\n(.*?)```", page, re.S)
     script = tmp_path_factory.mktemp("readme-example") / "example.py"
     script.write_text(
         block.replace("127.0.0.1:15002", f"127.0.0.1:{server_port}")

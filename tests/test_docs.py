@@ -64,6 +64,7 @@ def test_the_manual_builds_and_no_internal_link_or_image_is_broken(site):
         "semantics-in-pictures.html",
         "coming-from-kafka-streams.html",
         "choosing.html",
+        "cli.html",
     ]:
         assert page in pages, sorted(pages)
     broken = []

@@ -1,21 +1,33 @@
-"""The README's DSL examples run as they are: each ```python block of the DSL section, in order,
-in one namespace (their asserts state the results)."""
+"""The manual's code blocks run as they are (README.md and the guide's pages, docs/guide/): each
+```python block of a section, in order, in one namespace (their asserts state the results)."""
 
+import glob
 import os
 import re
+import sys
 import textwrap
 import time
 
 import pytest
 from pyspark.errors import AnalysisException
 
-README = os.path.join(os.path.dirname(__file__), "..", "README.md")
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+README = os.path.join(ROOT, "README.md")
+
+
+def manual_pages() -> list[str]:
+    """README, then the guide's pages in the site's order (docs/build_site.py's GUIDES)."""
+    sys.path.insert(0, os.path.join(ROOT, "docs"))
+    try:
+        from build_site import GUIDES
+    finally:
+        sys.path.pop(0)
+    return [README, *(os.path.join(ROOT, path) for path in GUIDES)]
 
 
 def dsl_blocks():
-    text = open(README).read()
-    section = text.split("## The DSL", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, re.S)
+    text = open(os.path.join(ROOT, "docs", "guide", "dsl.md")).read()
+    return re.findall(r"```python\n(.*?)```", text, re.S)
 
 
 def test_readme_dsl_examples_run(spark):
@@ -23,26 +35,35 @@ def test_readme_dsl_examples_run(spark):
     assert len(blocks) == 6
     namespace = {}
     for index, block in enumerate(blocks):
-        exec(compile(block, f"README.md, DSL example {index}", "exec"), namespace)
+        exec(compile(block, f"docs/guide/dsl.md, example {index}", "exec"), namespace)
 
 
 def section_blocks(*titles: str) -> list[tuple[str, str]]:
-    """(title, code) of each ```python block under the README headings ``titles``, in README order;
-    a heading's section ends at the next heading of any level."""
-    text = open(README).read()
-    blocks = []
-    for part in re.split(r"\n(?=#{2,3} )", text):
-        title = part.split("\n", 1)[0].lstrip("# ").strip()
-        if title in titles:
-            # a block in a list item is indented with it
-            blocks += [
-                (title, textwrap.dedent(code)) for code in re.findall(r"```python\n(.*?)```", part, re.S)
-            ]
+    """(title, code) of each ```python block under the manual's headings ``titles`` (README, then
+    the guide's pages in the site's order), in order; a heading's section ends at the next heading
+    of any level (a line starting with ``#`` inside a code block is not one)."""
+    blocks, title, code, fence = [], None, None, False
+    for path in manual_pages():
+        for line in open(path).read().splitlines():
+            stripped = line.lstrip()
+            if stripped.startswith("```"):
+                if not fence and stripped == "```python" and title in titles:
+                    code, indent = [], len(line) - len(stripped)
+                elif fence and code is not None:
+                    # a block in a list item is indented with it
+                    blocks.append((title, textwrap.dedent("\n".join(code) + "\n")))
+                    code = None
+                fence = not fence
+            elif fence:
+                if code is not None:
+                    code.append(line[indent:] if line[:indent].strip() == "" else line)
+            elif re.match(r"^#{1,6} ", line):
+                title = line.lstrip("#").strip()
     return blocks
 
 
 def test_readme_python_kafka_and_processor_examples_run(spark, kafka, tmp_path):
-    """README's "Python", "Windowed distinct…", "Metrics", "Kafka" and "Processor API" blocks, as
+    """The manual's "Python", "Windowed distinct…", "Metrics", "Kafka" and "Processor API" blocks, as
     written, in order, in one namespace, against the test broker (``broker:9092`` is that broker;
     ``events`` and ``events-deduped`` topics of this test); then what they computed is checked."""
     from kafka_broker import produce, read_committed, read_topic
@@ -92,7 +113,7 @@ def test_readme_python_kafka_and_processor_examples_run(spark, kafka, tmp_path):
                 "ckpt-eos/",
             ):
                 code = code.replace(f'"{relative}"', repr(str(tmp_path / relative)))
-            exec(compile(code, f"README.md, {title}", "exec"), namespace)
+            exec(compile(code, f"the manual, {title}", "exec"), namespace)
             if title == "Metrics":
                 metrics = namespace["operator_metrics"](namespace["query"].recentProgress)
                 assert metrics == {"kstreams_deduplicate_by_key": {"forwarded": 3, "duplicates_dropped": 1}}
@@ -147,14 +168,36 @@ def test_readme_python_kafka_and_processor_examples_run(spark, kafka, tmp_path):
             active.stop()
 
 
+def test_readme_first_example_runs(spark):
+    """README's "A first example", as written (its assert states the spec's result)."""
+    ((title, code),) = section_blocks("A first example")
+    exec(compile(code, f"README.md, {title}", "exec"), {})
+
+
+def test_readme_is_the_landing_page():
+    """README holds what the library is, the two commands, a first example and the contents; the
+    rest lives in the guide's pages, each linked from it (issue 40)."""
+    text = open(README).read()
+    assert re.findall(r"^## (.*)$", text, re.M) == ["Two commands", "A first example", "The manual"]
+    linked = set(re.findall(r"\]\((docs/guide/[a-z-]+\.md)", text))
+    assert linked == {os.path.relpath(p, ROOT) for p in manual_pages()[1:]}
+
+
+def test_every_guide_page_is_in_the_site():
+    """A page added to docs/guide/ is in the site's navigation (and so its blocks run here)."""
+    listed = {os.path.normpath(p) for p in manual_pages()}
+    pages = {os.path.normpath(p) for p in glob.glob(os.path.join(ROOT, "docs", "guide", "*.md"))}
+    assert pages <= listed, sorted(pages - listed)
+
+
 def test_readme_operating_examples_run(spark):
-    """README's "Operating a query" blocks, as written, in order, in one namespace (their asserts
+    """The manual's "Operating a query" blocks, as written, in order, in one namespace (their asserts
     state the results)."""
     blocks = section_blocks("Operating a query")
     assert len(blocks) == 2
     namespace = {"spark": spark}
     for title, code in blocks:
-        exec(compile(code, f"README.md, {title}", "exec"), namespace)
+        exec(compile(code, f"the manual, {title}", "exec"), namespace)
 
 
 def test_the_spec_in_docs_is_the_contract():
