@@ -102,31 +102,35 @@ def test_a_longer_interval_judges_live_entries_and_keeps_dead_ones_dead(spark, t
     assert _forwarded(run) == [(0, 0, "a"), (0, 1, "d"), (0, 2, "b"), (0, 3, "c"), (0, 4, "a"), (0, 5, "d")]
 
 
-def test_a_shorter_interval_then_the_first_again_keeps_each_partition_s_own_judgement(spark, tmp_path):
+def test_a_shorter_interval_then_the_first_again_keeps_what_died_in_between_dead(spark, tmp_path):
     """30 s, then 5 s, then 30 s again, over two partitions.
 
-    * Run 1 (30 s): partition 0 stores a@0, b@10, c@20 (stream time 20); partition 1 stores x@0.
+    * Run 1 (30 s): partition 0 stores a@0, b@10, c@20 (stream time 20); partition 1 stores x@0
+      and y@10 (stream time 10).
     * Run 2 (5 s), partition 0 only: a@22 and b@26 are forwarded (a@0, b@10 more than 5 s behind
       stream time), c@24 is dropped (within 5 s of c@20). Stream time 26: c@20 is now dead.
+      Partition 1 gets nothing, but its stream time is 10: under 5 s x@0 is dead when the run
+      stops, y@10 is live.
     * Run 3 (30 s): c@27 is forwarded (c@20 died under 5 s and stays dead), a@40 is dropped (within
-      30 s of a@22, live); partition 1, which got nothing in run 2, still holds x@0 under 30 s, so
-      x@20 is dropped.
+      30 s of a@22, live); on partition 1 x@20 is forwarded (x@0 died in run 2, though partition 1
+      never opened there) and y@12 is dropped (within 30 s of y@10, live).
     """
     records = with_offsets(
-        [Rec("a", 0), Rec("b", 10), Rec("c", 20), Rec("x", 0, partition=1)]
+        [Rec("a", 0), Rec("b", 10), Rec("c", 20), Rec("x", 0, partition=1), Rec("y", 10, partition=1)]
         + [Rec("a", 22), Rec("c", 24), Rec("b", 26)]
-        + [Rec("c", 27), Rec("a", 40), Rec("x", 20, partition=1)]
+        + [Rec("c", 27), Rec("a", 40), Rec("x", 20, partition=1), Rec("y", 12, partition=1)]
     )
     run = StreamRun(spark, str(tmp_path), _by_key("30 s"))
-    for interval, batch in [("30 s", records[:4]), ("5 s", records[4:7]), ("30 s", records[7:])]:
+    for interval, batch in [("30 s", records[:5]), ("5 s", records[5:8]), ("30 s", records[8:])]:
         run.op = _by_key(interval)
         run.add_batch(batch)
         run.run()
         if interval == "5 s":  # the state shows what the next record meets: entries live under 5 s
-            shown = read_state(spark, str(tmp_path / "checkpoint")).where("partition = 0").collect()
-            assert [(r.key, r.live_until) for r in shown] == [
-                ("a", (BASE + dt.timedelta(seconds=27)).replace(tzinfo=None)),
-                ("b", (BASE + dt.timedelta(seconds=31)).replace(tzinfo=None)),
+            shown = read_state(spark, str(tmp_path / "checkpoint")).collect()
+            assert [(r.partition, r.key, r.live_until) for r in shown] == [
+                (0, "a", (BASE + dt.timedelta(seconds=27)).replace(tzinfo=None)),
+                (0, "b", (BASE + dt.timedelta(seconds=31)).replace(tzinfo=None)),
+                (1, "y", (BASE + dt.timedelta(seconds=15)).replace(tzinfo=None)),
             ]
     assert _forwarded(run) == [
         (0, 0, "a"),
@@ -136,4 +140,6 @@ def test_a_shorter_interval_then_the_first_again_keeps_each_partition_s_own_judg
         (0, 5, "b"),
         (0, 6, "c"),
         (1, 0, "x"),
+        (1, 1, "y"),
+        (1, 2, "x"),
     ]

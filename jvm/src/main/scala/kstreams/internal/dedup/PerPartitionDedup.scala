@@ -6,6 +6,7 @@ import java.nio.ByteBuffer
 
 import scala.collection.mutable
 
+import org.apache.spark.TaskContext
 import org.apache.spark.sql.Encoders
 import org.apache.spark.sql.streaming._
 
@@ -70,14 +71,20 @@ private[kstreams] final class PerPartitionDedupProcessor(
 
   import PerPartitionDedupProcessor._
 
-  /** The interval the checkpoint recorded, i.e. its first run's (this run's own for a new
-    * checkpoint or a batch query). Its bucket width stays the store's layout for good, since chunk
-    * keys depend on it, and the entries of a group without a [[TimeBucketChunks.tag]] were judged
-    * under it. Set on the driver before each run's first micro-batch ([[RecordedSettings]]). */
-  private var recordedIntervalMicros: Long = intervalMicros
+  /** Per query id: the intervals of the checkpoint's runs that changed it, from its first run's to
+    * this run's ([[RecordedSettings]]; set on the driver before each run's first micro-batch). */
+  @volatile private var intervalsByQuery = Map.empty[String, Vector[Long]]
 
-  override def recorded(setting: String => Option[String]): Unit =
-    recordedIntervalMicros = setting("interval").map(Intervals.micros).getOrElse(intervalMicros)
+  override def recorded(queryId: String, history: Seq[String]): Unit = synchronized {
+    val intervals = history.flatMap(OperatorDescriptor.setting(_, "interval")).map(Intervals.micros).toVector
+    intervalsByQuery += queryId -> intervals
+  }
+
+  /** This query's intervals, from the checkpoint's first run's to this run's (only this run's for a
+    * new checkpoint or a batch query). The first one's bucket width stays the store's layout for
+    * good, since chunk keys depend on it; a group's [[TimeBucketChunks.tag]] is the index of the
+    * one it was last judged under (none: the first). */
+  @transient private var intervals: Vector[Long] = _
 
   /** Tells this operator's maps apart from other operators' of the same query in [[DedupCaches]];
     * made once on the driver, so the same in every micro-batch of a run. */
@@ -92,7 +99,12 @@ private[kstreams] final class PerPartitionDedupProcessor(
   @transient private lazy val budgetBytes = DedupCaches.budgetBytes(memorySetting)
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
-    buckets = new TimeBucketChunks(getHandle, math.max(recordedIntervalMicros, 1000000L))
+    // the query's id is known in its tasks (the driver's own init only collects the schemas)
+    val recorded =
+      if (TaskContext.get() == null || !useTimers) None
+      else intervalsByQuery.get(getHandle.getQueryInfo().getQueryId.toString)
+    intervals = recorded.filter(_.lastOption.contains(intervalMicros)).getOrElse(Vector(intervalMicros))
+    buckets = new TimeBucketChunks(getHandle, math.max(intervals.head, 1000000L))
     streamTimes = getHandle.getMapState[Int, Long]("streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
     entries = getHandle.getMapState[Array[Byte], DedupEntry](
       "entries",
@@ -173,21 +185,22 @@ private[kstreams] final class PerPartitionDedupProcessor(
     *
     * Why this is exact (README, "Operating a query": from the first record after a restart every
     * stored entry is judged by the new interval, and an entry already dead under the old one when
-    * the query stopped stays dead): the group's stream time when it opens is the one it stopped
-    * at, so the entries dead then are those with `ts < streamTime - judgedUnder`. They are deleted
+    * the query stopped stays dead): a group's stream time moves only while it gets records, so from
+    * the run that last judged it (its tag) to this one it stayed where it is now, and an entry
+    * that was dead at the end of any of those runs is one with `ts < streamTime - that run's
+    * interval`: together, `ts < streamTime - the smallest of their intervals`. Those are deleted
     * here, whole buckets below that and the rest of the bucket across it (and a spilled group's
     * `entries` rows of them), so no longer interval can bring them back; what is left is judged by
-    * the new interval from the first record on. A shorter interval deletes nothing the new one
-    * would not count as dead anyway. The group's tag then records the interval its entries are
-    * judged under, so that a group that gets no record in this run is judged under its own last
-    * interval at its next opening, whatever the runs in between used. */
+    * this run's interval from the first record on. The tag then records this run, so the deletion
+    * happens once per group and run that changed the interval, whatever runs come between. */
   private def judgeUnderThisInterval(group: Int, streamTime: Long): Unit = {
-    val judgedUnder = buckets.tag.getOrElse(recordedIntervalMicros)
-    if (judgedUnder != intervalMicros) {
+    val current = intervals.size - 1
+    val judgedAt = buckets.tag.fold(0)(_.toInt)
+    if (judgedAt != current) {
       val stored = mode.get()
       val spilled = stored != null && stored.spilled
-      if (streamTime != Long.MinValue) {
-        val deadBelow = streamTime - judgedUnder
+      if (streamTime != Long.MinValue && judgedAt < current) {
+        val deadBelow = streamTime - intervals.slice(judgedAt, current).min
         removeBuckets(buckets.deadBuckets(deadBelow), deadBelow, spilled)
         buckets.rewrite(buckets.bucketOf(deadBelow)) { chunks =>
           val kept = new EntryMap
@@ -202,7 +215,7 @@ private[kstreams] final class PerPartitionDedupProcessor(
           encode(kept, kept.occupiedSlots)
         }
       }
-      buckets.tag = if (intervalMicros == recordedIntervalMicros) None else Some(intervalMicros)
+      buckets.tag = if (current == 0) None else Some(current.toLong)
       // a map kept in this executor holds what was just deleted: never use it again
       if (stored != null && !stored.spilled) mode.update(stored.copy(token = SpillableStore.newToken()))
       cacheId(group).foreach(DedupCaches.drop)

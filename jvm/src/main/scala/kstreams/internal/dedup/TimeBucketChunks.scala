@@ -72,8 +72,8 @@ private[kstreams] final class TimeBucketChunks(
     write(bucket, 0, rewritten)
   }
 
-  /** One number the store's owner keeps beside the buckets (the dedup processors: the interval the
-    * entries were last judged under), in the `chunks` map under [[TagKey]], which no bucket's chunk
+  /** One number the store's owner keeps beside the buckets (the per-partition dedup: the run whose
+    * interval its entries were last judged under), in the `chunks` map under [[TagKey]], which no bucket's chunk
     * can have; so no state variable is added (each costs its construction in every task: issue 33)
     * and a store that never sets it is laid out as before. */
   def tag: Option[Long] =

@@ -16,25 +16,28 @@ import kstreams.internal.dedup.{PerPartitionDedupProcessor, TimeBucketChunks}
   * stored, spilled or not (a spilled group's `entries` rows are a lookup copy of them), and a key's
   * current entry is the one with the largest timestamp among them (an entry is only ever replaced
   * by one with a larger timestamp); an entry older than its partition's stream time minus the
-  * interval is dead whether or not eviction has removed it yet (spec section 2's purge), so it is
-  * left out. A record with this key in this partition and timestamp `t` is then a duplicate iff
+  * interval (after restarts that changed the interval: the smallest since the run that last judged
+  * the partition, see `read`) is dead whether or not eviction has removed it yet (spec section 2's
+  * purge), so it is left out. A record with this key in this partition and timestamp `t` is then a duplicate iff
   * `|t - timestamp| <= interval` while the partition's stream time stays at or below `live_until`
   * (a record that moves stream time further first kills the entry).
   */
 private[inspect] object DedupState {
 
-  def read(state: StateVariables, settings: Settings, keyTypes: Option[StructType]): DataFrame = {
+  def read(state: StateVariables, runs: Seq[Settings], keyTypes: Option[StructType]): DataFrame = {
+    // the intervals of the checkpoint's runs that changed it, first to last; a group's tag is the
+    // index of the run that last judged it (none: the first), and its entries dead at the end of
+    // any run since then stay dead (PerPartitionDedupProcessor.judgeUnderThisInterval): what the
+    // next run with the last interval meets is `ts >= stream_time - min(intervals from the tag on)`
+    val intervals = runs.map(_.micros("interval"))
+    val smallestFrom = typedLit(intervals.indices.map(i => i.toLong -> intervals.drop(i).min).toMap)
+    val lastMicros = lit(intervals.last)
     val chunks = state("chunks")
     val isTag = col("user_map_key.value") === lit(TimeBucketChunks.TagKey)
-    // the interval each group's entries were last judged under: its tag after a restart that
-    // changed the interval, the checkpoint's recorded one otherwise (PerPartitionDedupProcessor)
-    val intervals = chunks
+    val judgedAt = chunks
       .where(isTag)
-      .select(
-        state.group,
-        conv(hex(col("user_map_value.value")), 16, 10).cast(LongType).as("interval")
-      ) // 8 bytes, big-endian
-    val intervalMicros = coalesce(col("interval"), lit(settings.micros("interval")))
+      .select(state.group, conv(hex(col("user_map_value.value")), 16, 10).cast(LongType).as("judged_at")) // 8 bytes
+    val deadBelowGap = element_at(smallestFrom, coalesce(col("judged_at"), lit(0L)))
     val entries = chunks
       .where(!isTag)
       .select(state.group, col("user_map_value.value").as("chunk"))
@@ -48,14 +51,14 @@ private[inspect] object DedupState {
     val current = entries.groupBy("group", "key_bytes").agg(max(struct(col("ts"), col("offset"))).as("e"))
     val live = current
       .join(state.streamTimes, "group")
-      .join(intervals, Seq("group"), "left")
-      .where(col("e.ts") >= col("stream_time") - intervalMicros)
+      .join(judgedAt, Seq("group"), "left")
+      .where(col("e.ts") >= col("stream_time") - deadBelowGap)
     live
       .select(
         Seq(col("partition")) ++ StateVariables.keyColumns(keyTypes) ++ Seq(
           timestamp_micros(col("e.ts")).as("timestamp"),
           when(col("e.offset") =!= lit(Long.MinValue), col("e.offset")).cast(LongType).as("offset"),
-          timestamp_micros(col("e.ts") + intervalMicros).as("live_until"),
+          timestamp_micros(col("e.ts") + lastMicros).as("live_until"),
           timestamp_micros(col("stream_time")).as("stream_time")
         ): _*)
       .orderBy("partition", "timestamp", "offset")

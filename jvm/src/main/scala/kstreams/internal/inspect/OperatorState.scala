@@ -62,7 +62,8 @@ private[kstreams] object OperatorState {
     val state = new StateVariables(spark, checkpoint, operatorId)
     val settings = new Settings(descriptor)
     kind match {
-      case PerPartitionDedup => DedupState.read(state, settings, types)
+      case PerPartitionDedup =>
+        DedupState.read(state, CheckpointOperators.history(checkpoint, operator - 1).map(new Settings(_)), types)
       case GlobalDedup => GlobalDedupState.read(state, settings, types)
       case TumblingDistinct => WindowState.tumbling(state, settings)
       case SessionDistinct => WindowState.sessions(state, settings)

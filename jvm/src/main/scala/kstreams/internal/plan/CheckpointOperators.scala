@@ -50,19 +50,29 @@ private[kstreams] object CheckpointOperators {
   private val StateTypes = "state_types"
   private val Stored = Lists :+ StateTypes
 
+  /** Beside "operators", position for position: for an operator with settings a restart may change
+    * ([[OperatorDescriptor.mayChangeOnRestart]]), its descriptor as each run that changed them ran
+    * it, from the first (the one in "operators") to the latest; empty for one never changed. The
+    * operator judges the state written under earlier settings by it ([[RecordedSettings]]). */
+  private val History = "settings_history"
+
   /** Per query, the run being checked and the positions its operators were given, per list. */
-  private final case class Run(runId: UUID, checkpoint: Path, recorded: Map[String, mutable.ArrayBuffer[String]]) {
+  private final case class Run(
+      runId: UUID,
+      checkpoint: Path,
+      recorded: Map[String, mutable.ArrayBuffer[String]],
+      history: mutable.ArrayBuffer[Vector[String]]) {
     val positions: Map[String, IdentityHashMap[AnyRef, Integer]] =
       Lists.map(_ -> new IdentityHashMap[AnyRef, Integer]()).toMap
   }
   private val runs = mutable.HashMap.empty[String, Run]
 
-  /** Checks `descriptor` against the checkpoint of the query being planned; returns the descriptor
-    * the checkpoint records for this operator (its first run's: the settings a restart may change
-    * keep their first values there), or `None` outside a streaming query. */
-  def verify(processor: AnyRef, descriptor: OperatorDescriptor): Option[String] =
+  /** Checks `descriptor` against the checkpoint of the query being planned; returns the query's id
+    * and the operator's descriptors from the checkpoint's first run to this one (one for an
+    * operator whose settings never changed, see [[History]]), or `None` outside a streaming query. */
+  def verify(processor: AnyRef, descriptor: OperatorDescriptor): Option[(String, Seq[String])] =
     RunningQueries.current().map { query =>
-      verify(
+      query.id.toString -> verify(
         query,
         "operators",
         processor,
@@ -87,7 +97,7 @@ private[kstreams] object CheckpointOperators {
   /** What `checkpoint` records, for tools that read it: the JVM operators' descriptors in order, each
     * with its state types if known. Empty for a checkpoint without the file. */
   def recorded(checkpoint: String): Seq[(String, Option[StructType])] = {
-    val lists = read(new Path(checkpoint, FileName))
+    val (lists, _) = read(new Path(checkpoint, FileName))
     lists("operators").toSeq.zipWithIndex.map { case (descriptor, i) =>
       val key = lists(StateTypes).lift(i).filter(_.nonEmpty)
       descriptor -> key.map(json => DataType.fromJson(json).asInstanceOf[StructType])
@@ -100,12 +110,13 @@ private[kstreams] object CheckpointOperators {
       processor: AnyRef,
       descriptor: String,
       types: String,
-      sameState: String => Boolean): String =
+      sameState: String => Boolean): Seq[String] =
     synchronized {
       val key = query.id.toString
       val run = runs.get(key).filter(_.runId == query.runId).getOrElse {
         val checkpoint = new Path(query.resolvedCheckpointRoot, FileName)
-        val fresh = Run(query.runId, checkpoint, read(checkpoint))
+        val (recorded, history) = read(checkpoint)
+        val fresh = Run(query.runId, checkpoint, recorded, history)
         runs(key) = fresh
         fresh
       }
@@ -131,31 +142,58 @@ private[kstreams] object CheckpointOperators {
           while (typesRecorded.size <= position) typesRecorded += ""
           typesRecorded(position) = types
         }
-        if (added || typesAdded) write(run.checkpoint, run.recorded)
+        // this run's settings appended to the operator's history when a restart changed them
+        val changed = list == "operators" && {
+          val before = run.history.lift(position).filter(_.nonEmpty).getOrElse(Vector(recorded(position)))
+          before.last != descriptor && {
+            while (run.history.size <= position) run.history += Vector.empty
+            run.history(position) = before :+ descriptor
+            true
+          }
+        }
+        if (added || typesAdded || changed) write(run.checkpoint, run.recorded, run.history.toSeq)
       }
-      recorded(positions.get(processor))
+      val position = positions.get(processor).intValue
+      if (list != "operators") Seq(recorded(position))
+      else run.history.lift(position).filter(_.nonEmpty).getOrElse(Vector(recorded(position)))
     }
 
   private def fileSystem(path: Path): FileSystem =
     path.getFileSystem(SparkContext.getOrCreate().hadoopConfiguration)
 
-  private def read(path: Path): Map[String, mutable.ArrayBuffer[String]] = {
+  /** The descriptors of operator number `operator` (from 0) from the checkpoint's first run to its
+    * latest ([[History]]), for tools that read the checkpoint. */
+  def history(checkpoint: String, operator: Int): Seq[String] = {
+    val (lists, history) = read(new Path(checkpoint, FileName))
+    history.lift(operator).filter(_.nonEmpty).getOrElse(lists("operators").lift(operator).toVector)
+  }
+
+  private def read(path: Path): (Map[String, mutable.ArrayBuffer[String]], mutable.ArrayBuffer[Vector[String]]) = {
     val fs = fileSystem(path)
     val recorded = Stored.map(_ -> mutable.ArrayBuffer.empty[String]).toMap
+    val history = mutable.ArrayBuffer.empty[Vector[String]]
     if (fs.exists(path)) {
       val in = fs.open(path)
       try {
         val root = mapper.readTree(in)
         Stored.foreach(list => root.path(list).forEach(node => recorded(list) += node.asText()))
+        root.path(History).forEach { runs =>
+          val descriptors = Vector.newBuilder[String]
+          runs.forEach(node => descriptors += node.asText())
+          history += descriptors.result()
+        }
       } finally in.close()
     }
-    recorded
+    (recorded, history)
   }
 
   /** Replaces the file through a rename, so that a process killed while writing leaves the old
     * file or the new one, never half of one. (A local rename replaces the target; where a rename
     * refuses an existing target, as on HDFS, the old file is deleted first.) */
-  private def write(path: Path, recorded: Map[String, mutable.ArrayBuffer[String]]): Unit = {
+  private def write(
+      path: Path,
+      recorded: Map[String, mutable.ArrayBuffer[String]],
+      history: Seq[Vector[String]]): Unit = {
     val fs = fileSystem(path)
     val root = mapper.createObjectNode()
     root.put("version", 1)
@@ -165,6 +203,11 @@ private[kstreams] object CheckpointOperators {
         val list = root.putArray(name)
         recorded(name).foreach(list.add)
       }
+    }
+    // a checkpoint whose settings never changed keeps the file earlier releases wrote
+    if (history.exists(_.nonEmpty)) {
+      val lists = root.putArray(History)
+      history.foreach(runs => runs.foldLeft(lists.addArray())(_.add(_)))
     }
     val temporary = new Path(path.getParent, s".${path.getName}.${UUID.randomUUID()}.tmp")
     val out = fs.create(temporary, false)

@@ -112,8 +112,8 @@ private[kstreams] final class DescribedProcessor[K, I, O](
       if (!inner.isInstanceOf[RealTimeCapable] && RunningQueries.current().exists(RunningQueries.isRealTime))
         throw RealTimeCapable.refused(descriptor.operator)
       val recorded = CheckpointOperators.verify(this, descriptor)
-      inner match {
-        case r: RecordedSettings => r.recorded(name => recorded.flatMap(OperatorDescriptor.setting(_, name)))
+      (inner, recorded) match {
+        case (r: RecordedSettings, Some((queryId, history))) => r.recorded(queryId, history)
         case _ =>
       }
     }
@@ -131,11 +131,14 @@ private[kstreams] final class DescribedProcessor[K, I, O](
 }
 
 /** A processor whose descriptor has settings a restart may change
-  * ([[OperatorDescriptor.mayChangeOnRestart]]): before the first micro-batch of each run (on the
-  * driver, before its tasks are serialized) it is told the values the checkpoint recorded, or
-  * `None` for a query without a checkpoint record (a batch query, a new checkpoint: this run's own). */
+  * ([[OperatorDescriptor.mayChangeOnRestart]]): before the first micro-batch of each run of a
+  * streaming query (on the driver, before its tasks are serialized) it is told the query's id and
+  * the operator's descriptors from the checkpoint's first run to this one
+  * ([[CheckpointOperators.verify]]). Per query: one DataFrame may run in several queries, each on
+  * a checkpoint of its own, so a processor keeps what each was told and looks its own up in its
+  * tasks (`getQueryInfo`). */
 private[kstreams] trait RecordedSettings {
-  def recorded(setting: String => Option[String]): Unit
+  def recorded(queryId: String, history: Seq[String]): Unit
 }
 
 /** A processor that runs in a real-time query (spec section 8) as in a micro-batch: it reads the
