@@ -25,9 +25,13 @@ def manual_pages() -> list[str]:
     return [README, *(os.path.join(ROOT, path) for path in GUIDES)]
 
 
+DSL_PAGES = ("dsl.md", "aggregations.md", "tables.md", "joins.md")
+
+
 def dsl_blocks():
-    text = open(os.path.join(ROOT, "docs", "guide", "dsl.md")).read()
-    return re.findall(r"```python\n(.*?)```", text, re.S)
+    """The ```python blocks of the DSL's pages, in the site's order."""
+    pages = [open(os.path.join(ROOT, "docs", "guide", page)).read() for page in DSL_PAGES]
+    return [block for text in pages for block in re.findall(r"```python\n(.*?)```", text, re.S)]
 
 
 def test_readme_dsl_examples_run(spark):
@@ -35,7 +39,7 @@ def test_readme_dsl_examples_run(spark):
     assert len(blocks) == 6
     namespace = {}
     for index, block in enumerate(blocks):
-        exec(compile(block, f"docs/guide/dsl.md, example {index}", "exec"), namespace)
+        exec(compile(block, f"the DSL's pages, example {index}", "exec"), namespace)
 
 
 def section_blocks(*titles: str) -> list[tuple[str, str]]:
@@ -63,7 +67,8 @@ def section_blocks(*titles: str) -> list[tuple[str, str]]:
 
 
 def test_readme_python_kafka_and_processor_examples_run(spark, kafka, tmp_path):
-    """The manual's "Python", "Windowed distinct…", "Metrics", "Kafka" and "Processor API" blocks, as
+    """The manual's "Deduplication", "Windowed distinct", "Metrics", "Late records", "Kafka", "Exactly once
+    to Kafka" and "Processor API" blocks, as
     written, in order, in one namespace, against the test broker (``broker:9092`` is that broker;
     ``events`` and ``events-deduped`` topics of this test); then what they computed is checked."""
     from kafka_broker import produce, read_committed, read_topic
@@ -80,8 +85,8 @@ def test_readme_python_kafka_and_processor_examples_run(spark, kafka, tmp_path):
         + [(1, "a", value(1, 1), 4000)],
     )
     blocks = section_blocks(
-        "Python",
-        "Windowed distinct and sequence numbers",
+        "Deduplication",
+        "Windowed distinct",
         "Metrics",
         "Late records",
         "Kafka",
@@ -89,8 +94,9 @@ def test_readme_python_kafka_and_processor_examples_run(spark, kafka, tmp_path):
         "Processor API",
     )
     assert [title for title, _ in blocks] == [
-        "Python",
-        "Windowed distinct and sequence numbers",
+        "Deduplication",
+        "Deduplication",
+        "Windowed distinct",
         "Metrics",
         "Late records",
         "Kafka",

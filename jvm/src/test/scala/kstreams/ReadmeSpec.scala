@@ -41,7 +41,7 @@ class ReadmeSpec extends SparkSuite {
       assert(result.isInstanceOf[DataFrame], where)
       result.asInstanceOf[DataFrame]
     }
-    // the DSL overview (dsl.md) ends in a val: it must only run
+    // the DSL overview (joins.md) ends in a val: it must only run
     // the Scala page ends with session-windowed distinct: a@2 joins a@1's session, a@400 opens one
     assert(keysAndSeconds(resultOf("scala.md")) == Seq(("a", 1L), ("a", 400L), ("b", 1L)))
     // the processor API block's DedupByKey(10 s): a@2 is a duplicate of a@1; a@400 finds it dead
