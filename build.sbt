@@ -20,7 +20,9 @@ lazy val sparkProvided = Seq(
     "-release",
     "17",
     "-Wunused:imports",
-    "-Wconf:cat=unused-imports:e")
+    "-Wconf:cat=unused-imports:e"),
+  // `make docs` builds the Scaladoc with no warning: an ambiguous or broken link fails it
+  Compile / doc / scalacOptions += "-Xfatal-warnings"
 )
 
 lazy val root = (project in file("jvm"))

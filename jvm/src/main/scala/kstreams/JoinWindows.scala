@@ -26,7 +26,7 @@ object JoinWindows {
   def ofTimeDifferenceWithNoGrace(timeDifference: Duration): JoinWindows =
     of(Intervals.micros(timeDifference), 0L)
 
-  /** [[ofTimeDifferenceWithNoGrace]] with the difference as text, e.g. `"10 seconds"`. */
+  /** `ofTimeDifferenceWithNoGrace` with the difference as text, e.g. `"10 seconds"`. */
   def ofTimeDifferenceWithNoGrace(timeDifference: String): JoinWindows =
     of(Intervals.micros(timeDifference), 0L)
 
@@ -44,7 +44,7 @@ object JoinWindows {
   def ofTimeDifferenceAndGrace(timeDifference: Duration, grace: Duration): JoinWindows =
     of(Intervals.micros(timeDifference), Intervals.micros(grace))
 
-  /** [[ofTimeDifferenceAndGrace]] with the intervals as text, e.g. `("10 seconds", "1 minute")`. */
+  /** `ofTimeDifferenceAndGrace` with the intervals as text, e.g. `("10 seconds", "1 minute")`. */
   def ofTimeDifferenceAndGrace(timeDifference: String, grace: String): JoinWindows =
     of(Intervals.micros(timeDifference), Intervals.micros(grace))
 

@@ -75,56 +75,56 @@ final class KStream private[kstreams] (val df: DataFrame, val columns: StreamCol
   def deduplicateByKey(interval: Duration): KStream =
     dedupByKey(Intervals.micros(interval), LateRecords.Forward)
 
-  /** [[deduplicateByKey]] with a [[LateRecords]] policy. */
+  /** `deduplicateByKey` with a [[LateRecords]] policy. */
   def deduplicateByKey(interval: Duration, lateRecords: LateRecords): KStream =
     dedupByKey(Intervals.micros(interval), lateRecords)
 
-  /** [[deduplicateByKey]] with an interval such as `"10 seconds"`. */
+  /** `deduplicateByKey` with an interval such as `"10 seconds"`. */
   def deduplicateByKey(interval: String): KStream = dedupByKey(Intervals.micros(interval), LateRecords.Forward)
 
-  /** [[deduplicateByKey]] with an interval such as `"10 seconds"` and a [[LateRecords]] policy. */
+  /** `deduplicateByKey` with an interval such as `"10 seconds"` and a [[LateRecords]] policy. */
   def deduplicateByKey(interval: String, lateRecords: LateRecords): KStream =
     dedupByKey(Intervals.micros(interval), lateRecords)
 
   /** Drops a record when one with the same key and the same `id` and a timestamp at most
     * `interval` away was forwarded before on the same input partition; late records as in
-    * [[deduplicateByKey]].
+    * `deduplicateByKey`.
     *
     * {{{ KStream(df).deduplicateByKeyValue(col("event_id"), Duration.ofMinutes(1)) }}}
     */
   def deduplicateByKeyValue(id: Column, interval: Duration): KStream =
     dedupByKeyValue(id, Intervals.micros(interval), LateRecords.Forward)
 
-  /** [[deduplicateByKeyValue]] with a [[LateRecords]] policy. */
+  /** `deduplicateByKeyValue` with a [[LateRecords]] policy. */
   def deduplicateByKeyValue(id: Column, interval: Duration, lateRecords: LateRecords): KStream =
     dedupByKeyValue(id, Intervals.micros(interval), lateRecords)
 
-  /** [[deduplicateByKeyValue]] with an interval such as `"10 seconds"`. */
+  /** `deduplicateByKeyValue` with an interval such as `"10 seconds"`. */
   def deduplicateByKeyValue(id: Column, interval: String): KStream =
     dedupByKeyValue(id, Intervals.micros(interval), LateRecords.Forward)
 
-  /** [[deduplicateByKeyValue]] with an interval such as `"10 seconds"` and a [[LateRecords]] policy. */
+  /** `deduplicateByKeyValue` with an interval such as `"10 seconds"` and a [[LateRecords]] policy. */
   def deduplicateByKeyValue(id: Column, interval: String, lateRecords: LateRecords): KStream =
     dedupByKeyValue(id, Intervals.micros(interval), lateRecords)
 
   /** Drops a record when one with the same `id` and a timestamp at most `interval` away was
     * forwarded before on any partition: the store is global. Late records (by the record's own
-    * partition's stream time) as in [[deduplicateByKey]].
+    * partition's stream time) as in `deduplicateByKey`.
     *
     * {{{ KStream(df).deduplicate(get_json_object(col("value"), "$.id"), Duration.ofMinutes(1)) }}}
     */
   def deduplicate(id: Column, interval: Duration): KStream =
     dedupGlobal(id, Intervals.micros(interval), LateRecords.Forward)
 
-  /** [[deduplicate]] with a [[LateRecords]] policy. */
+  /** `deduplicate` with a [[LateRecords]] policy. */
   def deduplicate(id: Column, interval: Duration, lateRecords: LateRecords): KStream =
     dedupGlobal(id, Intervals.micros(interval), lateRecords)
 
-  /** [[deduplicate]] with an interval such as `"10 seconds"`. */
+  /** `deduplicate` with an interval such as `"10 seconds"`. */
   def deduplicate(id: Column, interval: String): KStream =
     dedupGlobal(id, Intervals.micros(interval), LateRecords.Forward)
 
-  /** [[deduplicate]] with an interval such as `"10 seconds"` and a [[LateRecords]] policy. */
+  /** `deduplicate` with an interval such as `"10 seconds"` and a [[LateRecords]] policy. */
   def deduplicate(id: Column, interval: String, lateRecords: LateRecords): KStream =
     dedupGlobal(id, Intervals.micros(interval), lateRecords)
 
@@ -259,7 +259,7 @@ final class KStream private[kstreams] (val df: DataFrame, val columns: StreamCol
   def to(topic: String): DataStreamWriter[Row] =
     toKafkaRecords(topic).writeStream.format("kafka")
 
-  /** [[to]], and with `exactlyOnce` through Kafka transactions: each micro-batch's records are
+  /** `to`, and with `exactlyOnce` through Kafka transactions: each micro-batch's records are
     * committed once, across restarts and crashes, for consumers with `isolation.level=read_committed`
     * (README, "Exactly once to Kafka"; [[kstreams.internal.sink.ExactlyOnceKafkaProvider]]).
     *

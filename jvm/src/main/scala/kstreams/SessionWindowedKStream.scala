@@ -15,7 +15,7 @@ final class SessionWindowedKStream private[kstreams] (stream: KStream, windows: 
     * {{{ grouped.windowedBy(SessionWindows.ofInactivityGapWithNoGrace("5 min")).count() }}} */
   def count(): KTable = count(LateRecords.Drop)
 
-  /** [[count]] with a policy for the records of closed sessions (a record whose merged session
+  /** `count` with a policy for the records of closed sessions (a record whose merged session
     * ends before its own partition's `stream time - grace - gap`, spec section 5): [[LateRecords.Drop]] (the default, spec section 3;
     * counted as `late_dropped`) or [[LateRecords.SideOutput]] (unchanged, in the table's
     * [[KTable.sideOutput]] with reason "window closed", counted as `late_side_output`);
@@ -33,7 +33,7 @@ final class SessionWindowedKStream private[kstreams] (stream: KStream, windows: 
   /** [[KGroupedStream.reduce]] per session; merging sessions combines them with `adder` too. */
   def reduce(adder: (Column, Column) => Column): KTable = reduce(adder, LateRecords.Drop)
 
-  /** [[reduce]] with a policy for the records of closed sessions, as `count(lateRecords)`.
+  /** `reduce` with a policy for the records of closed sessions, as `count(lateRecords)`.
     * {{{ grouped.windowedBy(SessionWindows.ofInactivityGapWithNoGrace("5 min")).reduce((a, v) => a + v, LateRecords.SideOutput) }}}
     */
   def reduce(adder: (Column, Column) => Column, lateRecords: LateRecords): KTable =
@@ -44,7 +44,7 @@ final class SessionWindowedKStream private[kstreams] (stream: KStream, windows: 
   def aggregate(initializer: Column, adder: (Column, Column) => Column, merger: (Column, Column) => Column): KTable =
     aggregate(initializer, adder, merger, LateRecords.Drop)
 
-  /** [[aggregate]] with a policy for the records of closed sessions, as `count(lateRecords)`.
+  /** `aggregate` with a policy for the records of closed sessions, as `count(lateRecords)`.
     * {{{
     * grouped.windowedBy(SessionWindows.ofInactivityGapWithNoGrace("5 min"))
     *   .aggregate(lit(0L), (a, v) => a + 1, (a, b) => a + b, LateRecords.SideOutput)
@@ -68,7 +68,7 @@ final class SessionWindowedKStream private[kstreams] (stream: KStream, windows: 
     */
   def distinct(): KStream = distinct(LateRecords.Drop)
 
-  /** [[distinct]] with a policy for the records of closed windows: [[LateRecords.Drop]] (the
+  /** `distinct` with a policy for the records of closed windows: [[LateRecords.Drop]] (the
     * default, spec section 3) or [[LateRecords.SideOutput]] (the result's [[KStream.sideOutput]],
     * reason "window closed"); [[LateRecords.Forward]] is refused. */
   def distinct(lateRecords: LateRecords): KStream =

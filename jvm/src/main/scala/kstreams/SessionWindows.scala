@@ -22,7 +22,7 @@ object SessionWindows {
     */
   def ofInactivityGapWithNoGrace(gap: Duration): SessionWindows = of(Intervals.micros(gap), 0L)
 
-  /** [[ofInactivityGapWithNoGrace]] with the gap as text, e.g. `"5 minutes"` ([[Intervals]]). */
+  /** `ofInactivityGapWithNoGrace` with the gap as text, e.g. `"5 minutes"` ([[Intervals]]). */
   def ofInactivityGapWithNoGrace(gap: String): SessionWindows = of(Intervals.micros(gap), 0L)
 
   /** Sessions that end `gap` after their last record and take records `grace` longer (Kafka
@@ -40,7 +40,7 @@ object SessionWindows {
   def ofInactivityGapAndGrace(gap: Duration, grace: Duration): SessionWindows =
     of(Intervals.micros(gap), Intervals.micros(grace))
 
-  /** [[ofInactivityGapAndGrace]] with the intervals as text, e.g. `("5 minutes", "1 minute")`. */
+  /** `ofInactivityGapAndGrace` with the intervals as text, e.g. `("5 minutes", "1 minute")`. */
   def ofInactivityGapAndGrace(gap: String, grace: String): SessionWindows =
     of(Intervals.micros(gap), Intervals.micros(grace))
 

@@ -12,7 +12,7 @@ final class TimeWindowedKStream private[kstreams] (stream: KStream, windows: Tim
   /** Records per (key, window). {{{ grouped.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s")).count() }}} */
   def count(): KTable = count(LateRecords.Drop)
 
-  /** [[count]] with a policy for the records of closed windows: [[LateRecords.Drop]] (the default,
+  /** `count` with a policy for the records of closed windows: [[LateRecords.Drop]] (the default,
     * spec section 3; counted as `late_dropped`) or [[LateRecords.SideOutput]] (unchanged, in the
     * table's [[KTable.sideOutput]] with reason "window closed", counted as `late_side_output`);
     * [[LateRecords.Forward]] is refused: a closed window's result was emitted already.
@@ -29,7 +29,7 @@ final class TimeWindowedKStream private[kstreams] (stream: KStream, windows: Tim
   /** [[KGroupedStream.reduce]] per window. */
   def reduce(adder: (Column, Column) => Column): KTable = reduce(adder, LateRecords.Drop)
 
-  /** [[reduce]] with a policy for the records of closed windows, as `count(lateRecords)`.
+  /** `reduce` with a policy for the records of closed windows, as `count(lateRecords)`.
     * {{{ grouped.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s")).reduce((a, v) => a + v, LateRecords.SideOutput) }}}
     */
   def reduce(adder: (Column, Column) => Column, lateRecords: LateRecords): KTable =
@@ -39,7 +39,7 @@ final class TimeWindowedKStream private[kstreams] (stream: KStream, windows: Tim
   def aggregate(initializer: Column, adder: (Column, Column) => Column): KTable =
     aggregate(initializer, adder, LateRecords.Drop)
 
-  /** [[aggregate]] with a policy for the records of closed windows, as `count(lateRecords)`.
+  /** `aggregate` with a policy for the records of closed windows, as `count(lateRecords)`.
     * {{{
     * grouped.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s"))
     *   .aggregate(lit(0L), (a, v) => a + length(v), LateRecords.SideOutput)
@@ -58,7 +58,7 @@ final class TimeWindowedKStream private[kstreams] (stream: KStream, windows: Tim
     */
   def distinct(): KStream = distinct(LateRecords.Drop)
 
-  /** [[distinct]] with a policy for the records of closed windows: [[LateRecords.Drop]] (the
+  /** `distinct` with a policy for the records of closed windows: [[LateRecords.Drop]] (the
     * default, spec section 3) or [[LateRecords.SideOutput]] (the result's [[KStream.sideOutput]],
     * reason "window closed"); [[LateRecords.Forward]] is refused. */
   def distinct(lateRecords: LateRecords): KStream =

@@ -22,7 +22,7 @@ object TimeWindows {
     */
   def ofSizeWithNoGrace(size: Duration): TimeWindows = of(Intervals.micros(size), 0L)
 
-  /** [[ofSizeWithNoGrace]] with the size as text, e.g. `"10 seconds"` ([[Intervals]]). */
+  /** `ofSizeWithNoGrace` with the size as text, e.g. `"10 seconds"` ([[Intervals]]). */
   def ofSizeWithNoGrace(size: String): TimeWindows = of(Intervals.micros(size), 0L)
 
   /** Windows of `size` that take records until their partition's stream time reaches their end +
@@ -40,7 +40,7 @@ object TimeWindows {
   def ofSizeAndGrace(size: Duration, grace: Duration): TimeWindows =
     of(Intervals.micros(size), Intervals.micros(grace))
 
-  /** [[ofSizeAndGrace]] with the intervals as text, e.g. `("1 minute", "5 s")` ([[Intervals]]). */
+  /** `ofSizeAndGrace` with the intervals as text, e.g. `("1 minute", "5 s")` ([[Intervals]]). */
   def ofSizeAndGrace(size: String, grace: String): TimeWindows =
     of(Intervals.micros(size), Intervals.micros(grace))
 

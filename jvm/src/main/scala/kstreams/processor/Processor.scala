@@ -43,7 +43,7 @@ trait Processor[K, V] {
     *
     * @param record
     *   the input record, with its partition, offset and timestamp
-    * @throws Exception
+    * @throws java.lang.Exception
     *   anything thrown fails the query with a message naming the processor, the partition and the
     *   offset of the record (README, "Processor API") */
   def process(record: Record[K, V]): Unit

@@ -3,7 +3,7 @@ package kstreams.processor
 import org.apache.spark.sql.Encoder
 
 /** A store declared for `KStream.process`: its name and its keys' and values' encoders. Made by
-  * [[Stores.keyValue]].
+  * `Stores.keyValue`.
   *
   * @param name
   *   the name `ProcessorContext.getStateStore` finds it by; recorded in the checkpoint, so a

@@ -22,7 +22,7 @@ import org.apache.spark.sql.streaming.{StreamingQuery, Trigger}
   * val topology = new Topology()
   *   .addSource("SOURCE", df)
   *   .addProcessor("SUM", () => new Sum, Seq(Stores.keyValue("sums")), "SOURCE")
-  *   .addSink("SINK", (batch, id) => batch.write.parquet(s"/out/$id"), "SUM")
+  *   .addSink("SINK", (batch, _) => batch.write.mode("append").parquet("/out/sums"), "SUM")
   * println(topology.describe())
   * val queries = topology.start("/checkpoints/sums")
   * }}}
@@ -69,7 +69,7 @@ final class Topology {
   /** Adds a processor with the key-value stores it uses (see the other overload for the rest).
     *
     * @param stores
-    *   the stores it may open ([[Stores.keyValue]]); any other name fails at `getStateStore` */
+    *   the stores it may open (`Stores.keyValue`); any other name fails at `getStateStore` */
   def addProcessor[K, V](
       name: String,
       supplier: ProcessorSupplier[K, V],

@@ -44,7 +44,7 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap
   * transaction; then it reads its marker. If the marker says the batch is committed, an earlier
   * attempt's transaction holds exactly this task's rows, and the task writes nothing; otherwise
   * it writes all of them. A producer whose transaction committed is kept for the id's next task
-  * in this JVM ([[TransactionalProducers]]), which then knows the marker without reading it. A replayed micro-batch has the same rows per partition: Spark replays the same
+  * in this JVM (`TransactionalProducers`), which then knows the marker without reading it. A replayed micro-batch has the same rows per partition: Spark replays the same
   * offsets through the same plan, and a kstreams operator's output partitions are its state
   * partitions, fixed by the checkpoint.
   */
@@ -230,9 +230,9 @@ private[kstreams] object ExactlyOnceKafkaWrite {
   /** Refuses, naming it, each of [[OwnSettings]] that `kafkaOptions` (the `kafka.` options without
     * the prefix, names as Spark passes them: lower case) sets to a value the sink cannot honour. */
   def refuseOwnSettings(kafkaOptions: Map[String, String]): Unit = {
-    val given = kafkaOptions.map { case (k, v) => k.toLowerCase -> v }
+    val set = kafkaOptions.map { case (k, v) => k.toLowerCase -> v }
     OwnSettings.foreach { case (name, refused, why) =>
-      given.get(name.toLowerCase).filter(refused).foreach { value =>
+      set.get(name.toLowerCase).filter(refused).foreach { value =>
         throw new KStreamsException(
           s"the ${ExactlyOnceKafkaProvider.Format} sink cannot honour the option kafka.$name=$value: $why")
       }

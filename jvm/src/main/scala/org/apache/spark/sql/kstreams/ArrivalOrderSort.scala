@@ -40,7 +40,7 @@ case class ArrivalOrderSort(groupBy: Seq[Attribute], order: Seq[SortOrder], roun
   * which a real-time query may not have (a sort waits for its whole input; Spark's allowlist
   * refuses `SortExec`); a real-time query relies on the pipelined shuffle's order instead and
   * needs an end-of-batch marker per partition behind its records
-  * ([[kstreams.internal.plan.EndMarkers]]), which a micro-batch does not. Why `realTime` is a
+  * (`kstreams.internal.plan.EndMarkers`), which a micro-batch does not. Why `realTime` is a
   * template and not a second child: a real-time query refuses a plan that reads its source twice
   * (`IDENTICAL_SOURCES_IN_UNION_NOT_SUPPORTED`), and Spark swaps each batch's source into the
   * children only; the planner puts the batch's input (under `microBatch`'s marker) into the
