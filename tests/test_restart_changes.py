@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from kstreams_spark import KStream, read_state
+from kstreams_spark import KStream, SessionWindows, TimeWindows, read_state
 from streams import BASE, Rec, StreamRun, with_offsets
 
 MEMORY_CONF = "spark.kstreams.dedup.memory"
@@ -143,3 +143,66 @@ def test_a_shorter_interval_then_the_first_again_keeps_what_died_in_between_dead
         (1, 1, "y"),
         (1, 2, "x"),
     ]
+
+
+def _restarted(spark, tmp_path, first, then, records, split: int) -> StreamRun:
+    """``first`` over ``records[:split]``, then ``then`` over the rest from the same checkpoint."""
+    run = StreamRun(spark, str(tmp_path), first)
+    run.add_batch(records[:split])
+    run.run()
+    run.op = then
+    run.add_batch(records[split:])
+    run.run()
+    return run
+
+
+def _tumbling(grace: str):
+    windows = TimeWindows.of_size_and_grace("10 seconds", grace)
+    return lambda d: KStream(d).group_by_key().windowed_by(windows).distinct().df
+
+
+def _sessions(grace: str):
+    windows = SessionWindows.of_inactivity_gap_and_grace("5 seconds", grace)
+    return lambda d: KStream(d).group_by_key().windowed_by(windows).distinct().df
+
+
+def test_a_longer_grace_keeps_closed_windows_closed_and_judges_open_ones_by_itself(spark, tmp_path):
+    """Tumbling 10 s windows, grace 0 s, then 20 s. Partition 0 stops at stream time 25 s: the
+    windows [0 s, 10 s) and [10 s, 20 s) are closed (swept or not), [20 s, 30 s) is open. After the
+    restart a@5, d@8 and b@15 are late (their windows stay closed, though 20 s of grace would
+    reach them), c@28 is a duplicate, e@22 opens its window; f@35 moves stream time to 35 s, and
+    a@26 is still in time ([20 s, 30 s) closes at 50 s under 20 s of grace; 0 s would have closed it
+    at 30 s)."""
+    records = with_offsets(
+        [Rec("a", 1), Rec("b", 12), Rec("c", 25)]
+        + [Rec("a", 5), Rec("b", 15), Rec("c", 28), Rec("d", 8), Rec("e", 22), Rec("f", 35), Rec("a", 26)]
+    )
+    run = _restarted(spark, tmp_path, _tumbling("0 seconds"), _tumbling("20 seconds"), records, 3)
+    assert _forwarded(run) == [(0, 0, "a"), (0, 1, "b"), (0, 2, "c"), (0, 7, "e"), (0, 8, "f"), (0, 9, "a")]
+    # the open windows shown are those the next record meets: none ending at or below 25 s
+    shown = read_state(spark, str(tmp_path / "checkpoint")).collect()
+    at = lambda s: (BASE + dt.timedelta(seconds=s)).replace(tzinfo=None)  # noqa: E731
+    assert sorted((r.key, r.window_start, r.open_until) for r in shown) == [
+        ("a", at(20), at(50) - dt.timedelta(microseconds=1)),
+        ("c", at(20), at(50) - dt.timedelta(microseconds=1)),
+        ("e", at(20), at(50) - dt.timedelta(microseconds=1)),
+        ("f", at(30), at(60) - dt.timedelta(microseconds=1)),
+    ]
+
+
+def test_a_shorter_grace_closes_windows_from_the_first_record(spark, tmp_path):
+    """Tumbling 10 s windows, grace 20 s, then 0 s: [0 s, 10 s) was open at stream time 25 s; after
+    the restart a@3 is late (10 <= 25 - 0), c@26 opens its window."""
+    records = with_offsets([Rec("a", 1), Rec("b", 25), Rec("a", 3), Rec("c", 26)])
+    run = _restarted(spark, tmp_path, _tumbling("20 seconds"), _tumbling("0 seconds"), records, 2)
+    assert _forwarded(run) == [(0, 0, "a"), (0, 1, "b"), (0, 3, "c")]
+
+
+def test_a_longer_session_grace_keeps_closed_sessions_closed(spark, tmp_path):
+    """Sessions with a 5 s gap, grace 0 s, then 20 s. Partition 0 stops at stream time 20 s: a's
+    session [0 s, 0 s] is closed. After the restart a@2 (it would join it) and c@5 are late (their
+    sessions end before 20 s); d@30 opens a session, and f@22 too (22 s is within 20 s of grace of
+    stream time 30 s; 0 s would make it late)."""
+    records = with_offsets([Rec("a", 0), Rec("b", 20), Rec("a", 2), Rec("c", 5), Rec("d", 30), Rec("f", 22)])
+    run = _restarted(spark, tmp_path, _sessions("0 seconds"), _sessions("20 seconds"), records, 2)
+    assert _forwarded(run) == [(0, 0, "a"), (0, 1, "b"), (0, 4, "d"), (0, 5, "f")]

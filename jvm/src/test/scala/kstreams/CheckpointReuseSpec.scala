@@ -10,8 +10,8 @@ import org.apache.spark.sql.functions._
 import org.apache.spark.sql.streaming.{StreamingQuery, StreamingQueryException}
 
 /** A checkpoint restarted under another operator, key, grouping or id expression (or, but for the
-  * per-partition dedup stores, interval) fails before its first micro-batch, naming the
-  * checkpoint's operator and the new one. */
+  * per-partition dedup stores, interval; but for windowed distinct, grace) fails before its first
+  * micro-batch, naming the checkpoint's operator and the new one. */
 class CheckpointReuseSpec extends SparkSuite {
   private val events = Event.numbered(Seq(Event.at("a", 1), Event.at("a", 2), Event.at("a", 3)))
 
@@ -134,6 +134,19 @@ class CheckpointReuseSpec extends SparkSuite {
       df => KStream(df).deduplicateByKeyValue(upper(col("value")), "10 s").df,
       "deduplicate_by_key_value(partition=partition, interval=PT10S, key=key, id=value)",
       "deduplicate_by_key_value(partition=partition, interval=PT10S, key=key, id=upper(value))"
+    )
+  }
+
+  test("another grace: judged by the new one for a windowed distinct, refused for a windowed count") {
+    def distinct(grace: String)(df: DataFrame) =
+      KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeAndGrace("10 s", grace)).distinct().df
+    // a@1 opens [0 s, 10 s) and a@2 is dropped; the partition stops at stream time 2 s; then a@3:
+    assert(restart(distinct("0 s"), distinct("20 s")) == Right(0L)) // the window is open: a duplicate
+    refused(
+      df => KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s")).count().toStream.df,
+      df => KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeAndGrace("10 s", "20 s")).count().toStream.df,
+      "count_windowed(key=key, size=PT10S, grace=PT0S, clock=partition, groups=64)",
+      "count_windowed(key=key, size=PT10S, grace=PT20S, clock=partition, groups=64)"
     )
   }
 

@@ -37,54 +37,27 @@ private[kstreams] object Deduplicate {
           case (d, (name, c)) => d.expression(name, c)
         }
         .withStateTypes(stateTypes)
+    val settings = DedupSettings(
+      intervalMicros,
+      hasOffset = resolved.offset.isDefined,
+      useTimers = df.isStreaming,
+      memorySetting = DedupCaches.memorySetting(df.sparkSession),
+      lateRecords,
+      idleMs = PartitionClocks.idleTimeoutMs(df.sparkSession)
+    )
+    val keyParts = parts.map(_._2)
     scope match {
-      case DedupScope.PerPartition =>
-        // the per-partition store judges entries of another interval itself (README, "Operating a
-        // query"); the global one does not yet: its entries are dead per partition
-        perPartition(df, resolved, parts, intervalMicros, lateRecords, descriptor.mayChangeOnRestart("interval"))
-      case DedupScope.Global => global(df, resolved, parts, intervalMicros, lateRecords, descriptor)
+      case DedupScope.PerPartition => // state per input partition, in the time-bucketed store
+        val (grouped, userSchema) = CompactInput.prepare(df, resolved, keyParts, Some(intervalMicros))
+        // this store judges entries of another interval itself (README, "Operating a query"); the
+        // global one does not yet: its entries are dead per reading partition
+        val restartable = descriptor.mayChangeOnRestart("interval")
+        run(df, grouped, new PerPartitionDedupProcessor(settings), restartable, userSchema, lateRecords)
+      case DedupScope.Global => // one store over all partitions, spread over id hash groups
+        val (grouped, userSchema) =
+          SpreadInput.prepare(df, resolved, keyParts, SpreadRecord.Groups, Some(intervalMicros))
+        run(df, grouped, new GlobalDedupProcessor(settings), descriptor, userSchema, lateRecords)
     }
-  }
-
-  /** `deduplicate`: one store over all partitions, spread over id hash groups. */
-  private def global(
-      df: DataFrame,
-      resolved: ResolvedColumns,
-      parts: Seq[(String, Column)],
-      intervalMicros: Long,
-      lateRecords: LateRecords,
-      descriptor: OperatorDescriptor): (DataFrame, Option[DataFrame]) = {
-    val (grouped, userSchema) =
-      SpreadInput.prepare(df, resolved, parts.map(_._2), SpreadRecord.Groups, Some(intervalMicros))
-    val processor = new GlobalDedupProcessor(
-      intervalMicros,
-      hasOffset = resolved.offset.isDefined,
-      useTimers = df.isStreaming,
-      memorySetting = DedupCaches.memorySetting(df.sparkSession),
-      lateRecords,
-      idleMs = PartitionClocks.idleTimeoutMs(df.sparkSession)
-    )
-    run(df, grouped, processor, descriptor, userSchema, lateRecords)
-  }
-
-  /** By-key and by-key-value: state per input partition, in the time-bucketed compact processor. */
-  private def perPartition(
-      df: DataFrame,
-      resolved: ResolvedColumns,
-      parts: Seq[(String, Column)],
-      intervalMicros: Long,
-      lateRecords: LateRecords,
-      descriptor: OperatorDescriptor): (DataFrame, Option[DataFrame]) = {
-    val (grouped, userSchema) = CompactInput.prepare(df, resolved, parts.map(_._2), Some(intervalMicros))
-    val processor = new PerPartitionDedupProcessor(
-      intervalMicros,
-      hasOffset = resolved.offset.isDefined,
-      useTimers = df.isStreaming,
-      memorySetting = DedupCaches.memorySetting(df.sparkSession),
-      lateRecords,
-      idleMs = PartitionClocks.idleTimeoutMs(df.sparkSession)
-    )
-    run(df, grouped, processor, descriptor, userSchema, lateRecords)
   }
 
   /** Runs either dedup processor over its prepared input and unpacks the forwarded records into
@@ -121,6 +94,18 @@ private[kstreams] object Deduplicate {
   /** The side output's reason for a record older than `streamTime - interval` (spec section 2). */
   val LateReason = "late"
 }
+
+/** What a dedup processor is built with, on the driver: its interval; whether the input has
+  * offsets (a record delivered again is known by its offset); whether the DataFrame is streaming
+  * (maps kept between micro-batches, the sweep timer); the memory setting
+  * ([[DedupCaches.MemoryConf]]); the late-record policy; the partition idle timeout. */
+private[kstreams] final case class DedupSettings(
+    intervalMicros: Long,
+    hasOffset: Boolean,
+    useTimers: Boolean,
+    memorySetting: Long,
+    lateRecords: LateRecords,
+    idleMs: Long)
 
 /** Whose records a dedup judges together: one input partition's (`deduplicateByKey`,
   * `deduplicateByKeyValue`, as a Kafka Streams task's store), or the whole stream's

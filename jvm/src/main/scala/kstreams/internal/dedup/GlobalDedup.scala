@@ -53,15 +53,10 @@ import kstreams.internal.state._
   * dropped oldest first (all those that ended before the bound at once): a dropped bucket never
   * uncovers an older write.
   */
-private[kstreams] final class GlobalDedupProcessor(
-    intervalMicros: Long,
-    hasOffset: Boolean,
-    useTimers: Boolean,
-    memorySetting: Long,
-    lateRecords: LateRecords,
-    idleMs: Long)
+private[kstreams] final class GlobalDedupProcessor(settings: DedupSettings)
     extends StatefulProcessor[Int, SpreadRecord, CompactOutput] {
 
+  import settings._
   import GlobalDedupProcessor._
   import GlobalLog._
 

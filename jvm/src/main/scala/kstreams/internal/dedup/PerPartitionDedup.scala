@@ -6,7 +6,6 @@ import java.nio.ByteBuffer
 
 import scala.collection.mutable
 
-import org.apache.spark.TaskContext
 import org.apache.spark.sql.Encoders
 import org.apache.spark.sql.streaming._
 
@@ -58,27 +57,17 @@ import kstreams.internal.state._
   * row per micro-batch and drop reason with the number of records dropped (not one marker row per
   * dropped record), read by [[Stateful.runCounted]].
   */
-private[kstreams] final class PerPartitionDedupProcessor(
-    intervalMicros: Long,
-    hasOffset: Boolean,
-    useTimers: Boolean,
-    memorySetting: Long,
-    lateRecords: LateRecords,
-    idleMs: Long)
+private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings)
     extends StatefulProcessor[Int, CompactRecord, CompactOutput]
     with RealTimeCapable
     with RecordedSettings {
 
+  import settings._
   import PerPartitionDedupProcessor._
 
-  /** Per query id: the intervals of the checkpoint's runs that changed it, from its first run's to
-    * this run's ([[RecordedSettings]]; set on the driver before each run's first micro-batch). */
-  @volatile private var intervalsByQuery = Map.empty[String, Vector[Long]]
+  private val intervalHistory = new SettingHistory("interval")
 
-  override def recorded(queryId: String, history: Seq[String]): Unit = synchronized {
-    val intervals = history.flatMap(OperatorDescriptor.setting(_, "interval")).map(Intervals.micros).toVector
-    intervalsByQuery += queryId -> intervals
-  }
+  override def recorded(queryId: String, history: Seq[String]): Unit = intervalHistory.record(queryId, history)
 
   /** This query's intervals, from the checkpoint's first run's to this run's (only this run's for a
     * new checkpoint or a batch query). The first one's bucket width stays the store's layout for
@@ -99,11 +88,7 @@ private[kstreams] final class PerPartitionDedupProcessor(
   @transient private lazy val budgetBytes = DedupCaches.budgetBytes(memorySetting)
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
-    // the query's id is known in its tasks (the driver's own init only collects the schemas)
-    val recorded =
-      if (TaskContext.get() == null || !useTimers) None
-      else intervalsByQuery.get(getHandle.getQueryInfo().getQueryId.toString)
-    intervals = recorded.filter(_.lastOption.contains(intervalMicros)).getOrElse(Vector(intervalMicros))
+    intervals = intervalHistory.inTask(getHandle, streaming = useTimers, current = intervalMicros)
     buckets = new TimeBucketChunks(getHandle, math.max(intervals.head, 1000000L))
     streamTimes = getHandle.getMapState[Int, Long]("streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
     entries = getHandle.getMapState[Array[Byte], DedupEntry](

@@ -61,12 +61,13 @@ private[kstreams] object OperatorState {
     }
     val state = new StateVariables(spark, checkpoint, operatorId)
     val settings = new Settings(descriptor)
+    // the settings of each run that changed one a restart may change, first to last
+    val runs = CheckpointOperators.history(checkpoint, operator - 1).map(new Settings(_))
     kind match {
-      case PerPartitionDedup =>
-        DedupState.read(state, CheckpointOperators.history(checkpoint, operator - 1).map(new Settings(_)), types)
+      case PerPartitionDedup => DedupState.read(state, runs, types)
       case GlobalDedup => GlobalDedupState.read(state, settings, types)
-      case TumblingDistinct => WindowState.tumbling(state, settings)
-      case SessionDistinct => WindowState.sessions(state, settings)
+      case TumblingDistinct => WindowState.tumbling(state, runs)
+      case SessionDistinct => WindowState.sessions(state, runs)
       case Table => TableState.read(state, settings, types)
     }
   }
@@ -90,6 +91,13 @@ private[inspect] final class StateVariables(spark: SparkSession, checkpoint: Str
       .option("operatorId", operatorId.toLong)
       .option("stateVarName", name)
       .load(checkpoint)
+
+  /** The names of the operator's state variables in the checkpoint (a later release may add one). */
+  lazy val names: Set[String] =
+    StateVariables
+      .ofOperators(spark, checkpoint)
+      .collectFirst { case (id, _, n) if id == operatorId => n.toSet }
+      .getOrElse(Set.empty)
 
   /** The `transformWithState` group of a row of the arrival-order operators (one input partition). */
   val group: Column = col("key").getField(HelperColumns.Group).as("group")

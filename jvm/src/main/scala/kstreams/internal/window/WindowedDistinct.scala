@@ -34,7 +34,7 @@ private[kstreams] object WindowedDistinct {
       windows.graceMicros + windows.sizeMicros,
       "kstreams_windowed_distinct",
       lateRecords,
-      _.windows(windows),
+      _.windows(windows).mayChangeOnRestart("grace"),
       new TumblingDistinctProcessor(_, _, windows, _, _, _)
     )
 
@@ -49,7 +49,7 @@ private[kstreams] object WindowedDistinct {
       windows.graceMicros + windows.gapMicros,
       "kstreams_session_distinct",
       lateRecords,
-      _.windows(windows),
+      _.windows(windows).mayChangeOnRestart("grace"),
       new SessionDistinctProcessor(_, _, windows, _, _, _)
     )
 
@@ -115,9 +115,11 @@ private[kstreams] abstract class WindowProcessor(
     retainMicros: Long,
     useTimers: Boolean,
     protected val lateReason: String,
-    idleMs: Long)
+    idleMs: Long,
+    graceMicros: Long)
     extends StatefulProcessor[Int, Row, Row]
-    with RealTimeCapable {
+    with RealTimeCapable
+    with RecordedSettings {
 
   private val keyIndex = layout.extraIndex(WindowedDistinct.Key)
   protected val output = new PartitionInput.Output(layout, extraWidth = 2)
@@ -128,10 +130,24 @@ private[kstreams] abstract class WindowProcessor(
   @transient private var lastRecordMs: ValueState[Long] = _
   @transient private lazy val written = scala.collection.mutable.HashMap.empty[Int, Long]
 
+  private val graceHistory = new SettingHistory("grace")
+  @transient private var graces: Vector[Long] = _
+
+  /** Per input partition of the group, the window end at or below which (tumbling; below which,
+    * session) every window stays closed, whatever the grace: set by a restart that changed the
+    * grace ([[judge]]); under [[WindowProcessor.TagKey]], the run that last judged the group. */
+  @transient private var closedBelow: MapState[Int, Long] = _
+
+  /** Per group, its partitions' floors of `closedBelow`, read once per task. */
+  @transient private lazy val floors = scala.collection.mutable.HashMap.empty[Int, Map[Int, Long]]
+
+  override def recorded(queryId: String, history: Seq[String]): Unit = graceHistory.record(queryId, history)
+
   protected def initStore(): Unit
 
-  /** Handles one record of a non-null key; returns the output row (forwarded or a marker). */
-  protected def process(row: Row, key: Row, ts: Long, streamTime: Long): Row
+  /** Handles one record of a non-null key; returns the output row (forwarded or a marker).
+    * `closedUpTo`: the floor of the record's partition ([[closedBelow]]; Long.MinValue without one). */
+  protected def process(row: Row, key: Row, ts: Long, streamTime: Long, closedUpTo: Long): Row
 
   /** Removes the state that no record at stream time >= `streamTime` can reach. */
   protected def sweep(streamTime: Long): Boolean
@@ -140,18 +156,51 @@ private[kstreams] abstract class WindowProcessor(
     streamTimes = getHandle.getMapState[Int, Long]("streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
     sweeper = new Sweeper(getHandle, retainMicros)
     lastRecordMs = getHandle.getValueState[Long]("lastRecordMs", Encoders.scalaLong, TTLConfig.NONE)
+    closedBelow = getHandle.getMapState[Int, Long]("closedBelow", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
+    graces = graceHistory.inTask(getHandle, streaming = useTimers, current = graceMicros)
     initStore()
   }
 
+  /** The group's floors, after judging it under this run's grace once per run that changed it.
+    *
+    * Why this is exact (README, "Operating a query": from the first record after a restart every
+    * window is judged by the new grace, and a window already closed under the old one when the
+    * query stopped stays closed): a partition's stream time moves only while it gets records, so
+    * from the run that last judged the group to this one it stayed where it is now, and a window
+    * closed at the end of any of those runs is one that ends at or below `streamTime - that run's
+    * grace` (tumbling; below, session): together, at or below `streamTime - the smallest of their
+    * graces`. That bound is kept per partition (its state may be gone already: a window swept is
+    * no longer in the store, and without the bound a longer grace would open it again and forward
+    * its next record as the first); windows above it are judged by this run's grace. */
+  private def judge(): Map[Int, Long] = {
+    val current = graces.size - 1
+    val judgedAt =
+      if (closedBelow.containsKey(WindowProcessor.TagKey)) closedBelow.getValue(WindowProcessor.TagKey).toInt else 0
+    if (judgedAt != current) {
+      if (judgedAt < current) {
+        val smallest = graces.slice(judgedAt, current).min
+        streamTimes.iterator().foreach { case (partition, streamTime) =>
+          val floor = streamTime - smallest
+          if (!closedBelow.containsKey(partition) || closedBelow.getValue(partition) < floor)
+            closedBelow.updateValue(partition, floor)
+        }
+      }
+      closedBelow.updateValue(WindowProcessor.TagKey, current.toLong)
+    }
+    closedBelow.iterator().filter(_._1 != WindowProcessor.TagKey).toMap
+  }
+
   override def handleInputRows(group: Int, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
+    val groupFloors = floors.getOrElseUpdate(group, judge()) // before any stream time moves
     val times = new StreamTimes(streamTimes)
     rows.map { row =>
       order.check(row)
       val ts = row.getLong(layout.timestampMicrosIndex)
-      val streamTime = times.advance(row.getInt(layout.partitionIndex), ts)
+      val partition = row.getInt(layout.partitionIndex)
+      val streamTime = times.advance(partition, ts)
       val key = row.getStruct(keyIndex)
       if (key.isNullAt(0)) output.forward(row, null, null) // null key: null window
-      else process(row, key, ts, streamTime)
+      else process(row, key, ts, streamTime, groupFloors.getOrElse(partition, Long.MinValue))
     } ++ {
       times.flush()
       val nowMs = timerValues.getCurrentProcessingTimeInMs()
@@ -185,7 +234,13 @@ private[kstreams] final class TumblingDistinctProcessor(
     useTimers: Boolean,
     lateReason: String,
     idleMs: Long)
-    extends WindowProcessor(layout, windows.sizeMicros + windows.graceMicros, useTimers, lateReason, idleMs) {
+    extends WindowProcessor(
+      layout,
+      windows.sizeMicros + windows.graceMicros,
+      useTimers,
+      lateReason,
+      idleMs,
+      windows.graceMicros) {
 
   private val windowKeySchema = keySchema.add("windowStart", LongType, nullable = false)
   @transient private var openWindows: MapState[Row, Long] = _
@@ -194,10 +249,10 @@ private[kstreams] final class TumblingDistinctProcessor(
     openWindows =
       getHandle.getMapState[Row, Long]("openWindows", Encoders.row(windowKeySchema), Encoders.scalaLong, TTLConfig.NONE)
 
-  override protected def process(row: Row, key: Row, ts: Long, streamTime: Long): Row = {
+  override protected def process(row: Row, key: Row, ts: Long, streamTime: Long, closedUpTo: Long): Row = {
     val start = Math.floorDiv(ts, windows.sizeMicros) * windows.sizeMicros
     val end = start + windows.sizeMicros
-    if (end <= streamTime - windows.graceMicros) output.drop(row, lateReason)
+    if (end <= streamTime - windows.graceMicros || end <= closedUpTo) output.drop(row, lateReason)
     else {
       val windowKey = Row(key.get(0), start)
       if (openWindows.containsKey(windowKey)) output.drop(row, DropReasons.Duplicate)
@@ -227,7 +282,13 @@ private[kstreams] final class SessionDistinctProcessor(
     useTimers: Boolean,
     lateReason: String,
     idleMs: Long)
-    extends WindowProcessor(layout, windows.gapMicros + windows.graceMicros, useTimers, lateReason, idleMs) {
+    extends WindowProcessor(
+      layout,
+      windows.gapMicros + windows.graceMicros,
+      useTimers,
+      lateReason,
+      idleMs,
+      windows.graceMicros) {
 
   @transient private var sessions: MapState[Row, KeySessions] = _
 
@@ -238,7 +299,7 @@ private[kstreams] final class SessionDistinctProcessor(
       StateEncoders.product[KeySessions],
       TTLConfig.NONE)
 
-  override protected def process(row: Row, key: Row, ts: Long, streamTime: Long): Row = {
+  override protected def process(row: Row, key: Row, ts: Long, streamTime: Long, closedUpTo: Long): Row = {
     val known = Option(sessions.getValue(key)).getOrElse(KeySessions(Nil, Nil))
     val all = known.starts.zip(known.ends)
     // sessions within `gap` (inclusive) of ts on either side join the record's session
@@ -247,7 +308,7 @@ private[kstreams] final class SessionDistinctProcessor(
     }
     val mergedStart = (ts +: joined.map(_._1)).min
     val mergedEnd = (ts +: joined.map(_._2)).max
-    if (mergedEnd < streamTime - windows.graceMicros) output.drop(row, lateReason)
+    if (mergedEnd < streamTime - windows.graceMicros || mergedEnd < closedUpTo) output.drop(row, lateReason)
     else {
       val updated = (apart :+ (mergedStart -> mergedEnd)).sortBy(_._1)
       sessions.updateValue(key, KeySessions(updated.map(_._1), updated.map(_._2)))
@@ -273,4 +334,11 @@ private[kstreams] final class SessionDistinctProcessor(
     }
     sessions.exists()
   }
+}
+
+private[kstreams] object WindowProcessor {
+
+  /** The key of `closedBelow` that holds the index (in the grace's history) of the run that last
+    * judged the group: not a partition number. */
+  val TagKey: Int = Int.MinValue
 }
