@@ -54,7 +54,7 @@ jar: $(JAR)
 
 # The library as a JVM dependency: kstreams-spark_2.13 with its POM (Spark and Kafka provided)
 # into the local Maven repository (~/.m2), where Maven, Gradle (mavenLocal()) and sbt
-# (Resolver.mavenLocal) builds find it; README "Scala" gives the dependency lines.
+# (Resolver.mavenLocal) builds find it; the manual, "Scala" gives the dependency lines.
 PUBLISHED := $(HOME)/.m2/repository/io/github/kstreams-spark/kstreams-spark_2.13/$(VERSION)/kstreams-spark_2.13-$(VERSION).jar
 $(PUBLISHED): $(JAR)
 	$(SBT) root/publishM2

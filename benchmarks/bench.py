@@ -598,7 +598,7 @@ SPARK_ROCKSDB_CONF = dict(TUNING["changelog_no_row_count"])
 #   0.89x at 1M live keys (both faster in every round: 337/316/303 ms against 470/356/334); a
 #   second run, both 0.86x at 1M and 0.89x at 3M (again every round). Catch-up (`--regime catchup
 #   --tune ...`): 0.94x/0.96x, within the noise. trackTotalNumberOfRows stays Spark's (true): off,
-#   it takes numRowsTotal out of the query's progress, which users and the CLI read (README,
+#   it takes numRowsTotal out of the query's progress, which users and the CLI read (the manual,
 #   "Benchmarks"), for the last 3% of the gain.
 KSTREAMS_CONF: dict = {}
 
@@ -1652,7 +1652,7 @@ def regime_kafka_sink(args):
         f"duplicate, {args.files} files = micro-batches, interval {args.interval}) through "
         "`deduplicate_by_key`, written three ways: the noop sink (the operator alone), "
         "`to(topic)` (Spark's Kafka sink, at-least-once) and `to(topic, exactly_once=True)` (one Kafka "
-        'transaction per task and micro-batch, README "Exactly once to Kafka"). Both Kafka sinks run with '
+        'transaction per task and micro-batch, the manual, "Exactly once to Kafka"). Both Kafka sinks run with '
         "the Kafka client's producer defaults (idempotent, `acks=all`, `linger.ms=0` in kafka-clients 3.9.2), "
         f"into a new {args.topic_partitions}-partition topic per run on a one-node broker on the same machine "
         "(tests/kafka_broker.py; it shares the 2 cores with Spark). After every run the topic is read back: "

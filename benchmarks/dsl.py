@@ -13,7 +13,7 @@ keys, 5% of rows up to 5 s out of order (never late: the grace and Spark's water
 10 s), 1-minute tumbling windows. Candidates:
 
 * `kstreams`: `group_by_key().windowed_by(TimeWindows.of_size_and_grace("60 s", "10 s")).count()`
-  at the library's defaults (`configure_spark`), each partition's own clock (README, "Stream time
+  at the library's defaults (`configure_spark`), each partition's own clock (the manual, "Stream time
   per partition"); it emits an update per record (Kafka Streams' semantics).
 * `kstreams_before` (with `--before-jar`): the same query on an earlier build's jar, e.g. the
   watermark-clocked aggregation before issue 34.
@@ -32,7 +32,7 @@ Kafka Streams requires), 5% of rows up to 5 s out of order; an inner join of rec
 within 10 s of each other, 10 s of grace (Spark: watermark delay 10 s on both sides). Candidates:
 
 * `kstreams`: `KStream(left).join(KStream(right), joiner, JoinWindows.of_time_difference_and_grace(
-  "10 s", "10 s"))` at the library's defaults, each task's clocks (README, "Stream time per
+  "10 s", "10 s"))` at the library's defaults, each task's clocks (the manual, "Stream time per
   partition").
 * `kstreams_before` (with `--before-jar`): the same on an earlier build's jar.
 * `spark_rocksdb`, `spark_hdfs`: both sides `withWatermark("timestamp", "10 s")`, joined on

@@ -2,8 +2,8 @@
 pages (docs/guide/), the contract (docs/SEMANTICS.md), the benchmark results, the Python API
 reference generated from the docstrings (mkdocstrings) and the Scaladoc.
 
-Every code block of README and the guide is one that ``make test`` runs (tests/test_readme.py and
-the packaging test read the Python blocks by their headings, build.sbt the Scala ones); the
+Every Python and Scala block of README and the guide is one that ``make test`` runs (which test
+reads which: the guide's Build notes; tests/test_readme.py fails on a Python block none reads); the
 pictures are drawn by docs/pictures.py. Links are rewritten for the site: a link to README or to a
 guide page (with its anchor) points to that page, docs/SEMANTICS.md and benchmarks/RESULTS.md to
 theirs, an image is copied beside the page, and a link to any other file of the repository becomes

@@ -5,7 +5,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 # Python processors run in Python workers: use this interpreter (it has pandas and pyarrow). The
-# README's run from the wheel (test_packaging) leaves it unset, so that what runs there is
+# The manual's run from the wheel (test_packaging) leaves it unset, so that what runs there is
 # configure_spark's own choice of the local workers' Python, as for a user outside a venv.
 if "KSTREAMS_TEST_WORKERS_PYTHON_UNSET" not in os.environ:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -46,7 +46,7 @@ def spark():
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory):
     """A real single-node Kafka broker (KRaft) on 127.0.0.1 from `make kafka-broker`'s jars; in a
-    pytest run that another one starts (test_packaging's run of the README), that run's broker,
+    pytest run that another one starts (test_packaging's run of the manual's blocks), that run's broker,
     named by KSTREAMS_TEST_KAFKA_BOOTSTRAP."""
     from kafka_broker import KafkaBroker
 

@@ -208,7 +208,7 @@ def run_examples(
     on partitions of its own (``EXAMPLE_STRIDE`` apart) and its keys carry a prefix of their own,
     both restored in what comes back, so no example can see another's state or stream time. The
     query's watermark is shared, though: it moves the idle-partition sweep of the dedup stores
-    (armed at watermark + max(interval, 10 minutes): README, "Semantics in short") and closes the
+    (armed at watermark + max(interval, 10 minutes): the manual, "Semantics in short") and closes the
     windows of the DSL's windowed operators. So the examples' timestamps must lie within 10
     minutes of each other (checked), and examples of watermark-closed windows need the same
     timestamps in every example.

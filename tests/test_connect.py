@@ -194,7 +194,7 @@ def test_windowed_distinct_spec_examples(remote, tmp_path):
 
 
 def test_the_readme_example_runs(readme_example):
-    """The README example (started by the readme_example fixture): its stream runs on the server,
+    """The Spark Connect page's example (started by the readme_example fixture): its stream runs on the server,
     and the rate source's first ten values, keys 0-9, are each forwarded once."""
     stdout, stderr = readme_example.communicate(timeout=300)
     assert readme_example.returncode == 0, stderr[-3000:]
@@ -414,7 +414,7 @@ def test_dedup_from_kafka_to_kafka(remote, kafka, tmp_path, exactly_once):
 
 def test_real_time_dedup_from_kafka_to_kafka(remote, kafka, tmp_path):
     """``trigger(realTime=...)`` from a Connect client: the server plans kstreams' real-time input
-    (README, "Real-time mode"), each record written as it comes. One topic partition and one state
+    (the manual, "Real-time mode"), each record written as it comes. One topic partition and one state
     partition: the two task slots a real-time query holds fit the server's ``local[2]``."""
     source, sink = (
         kafka.create_topic("connect-rt-in", partitions=1),

@@ -80,12 +80,12 @@ def test_the_manual_builds_and_no_internal_link_or_image_is_broken(site):
             elif anchor and target.endswith(".html") and anchor not in pages[target].ids:
                 broken.append(f"{name}: {ref} (no #{anchor} in {target})")
     assert not broken, "\n".join(broken[:20])
-    # a link across README sections now crosses pages, to the right anchor
+    # a link to another page of the manual lands on that page, at the right anchor
     assert any(
         r.startswith("dsl.html#") or r.startswith("semantics.html") for r in pages["operating.html"].refs
     )
     # the guide's pages: in the navigation after "Getting started", their pictures on the page, and
-    # their links into README sections cross to those sections' pages
+    # their links into other pages land on those pages
     index = (site / "index.html").read_text(encoding="utf-8")
     guides = ("semantics-in-pictures.html", "coming-from-kafka-streams.html", "choosing.html")
     nav = [index.find(f'href="{p}"') for p in guides]

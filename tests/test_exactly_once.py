@@ -1,4 +1,4 @@
-"""``KStream.to(topic, exactly_once=True)`` on a real broker (README, "Exactly once to Kafka"): a
+"""``KStream.to(topic, exactly_once=True)`` on a real broker (the manual, "Exactly once to Kafka"): a
 micro-batch that Spark runs again after a restart (its commit-log entry missing, as after a crash
 between the sink's write and Spark's commit) is not written twice, where Spark's Kafka sink writes
 it again. (The kill -9 test, tests/test_crash.py, runs the same sink under kills.)"""

@@ -1,4 +1,4 @@
-"""``late_records=`` of the dedup operators, windowed distinct and the windowed aggregations (README,
+"""``late_records=`` of the dedup operators, windowed distinct and the windowed aggregations (the manual,
 "Late records"):
 "forward" is spec section 2 (test_dedup_spec.py); "drop" drops and counts the late records; with
 "side_output" they go to a second output with ``kstreams_reason``. Every policy as a batch

@@ -1,4 +1,4 @@
-"""README, "Metrics": each operator's counters published through Spark's metrics system, scraped
+"""the manual, "Metrics": each operator's counters published through Spark's metrics system, scraped
 from the driver's Prometheus endpoint of a running local query (Spark's PrometheusServlet). In a
 process of its own: the metrics sinks and the web UI they are served on are set when a
 SparkContext starts, and the tests' shared session runs without a UI."""

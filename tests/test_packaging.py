@@ -1,7 +1,7 @@
 """The wheel a user installs: built from this tree as `pip wheel` builds it, then read as an archive.
 It carries the jar, the generated Connect messages, the PEP 561 marker and the licence; its
 metadata names the licence, and its extras accept ranges (a user's own numpy or pandas) where the
-tests run pins. Installed in a fresh venv, it runs the README's code blocks."""
+tests run pins. Installed in a fresh venv, it runs the manual's code blocks."""
 
 from __future__ import annotations
 
@@ -126,7 +126,7 @@ def test_the_readme_runs_from_the_wheel_in_a_fresh_venv(wheel, kafka, tmp_path):
         check=True,
     ).stdout.split()
     assert all(path.startswith(purelib) for path in where), where
-    # No PYSPARK_PYTHON: the README's Python processors must run because configure_spark gives the
+    # No PYSPARK_PYTHON: the manual's Python processors must run because configure_spark gives the
     # local workers this venv's interpreter (`python3` on the PATH has no pandas, nor the wheel)
     unset = ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
     env = {k: v for k, v in os.environ.items() if k not in unset}
@@ -152,9 +152,9 @@ def test_the_readme_runs_from_the_wheel_in_a_fresh_venv(wheel, kafka, tmp_path):
         timeout=900,
     )
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-3000:]
-    # 7 tests; the spec-copy check skips where no ../shared/spec is next to the clone
+    # 9 tests; the spec-copy check skips where no ../shared/spec is next to the clone
     summary = done.stdout.splitlines()[-1]
-    assert summary.startswith(("7 passed in", "6 passed, 1 skipped in")), done.stdout[-2000:]
+    assert summary.startswith(("9 passed in", "8 passed, 1 skipped in")), done.stdout[-2000:]
 
 
 def test_a_java_application_built_with_maven_against_the_published_artifact_runs_a_dedup(tmp_path):

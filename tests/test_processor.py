@@ -388,7 +388,7 @@ def test_missing_or_old_worker_packages_name_the_extra(spark, monkeypatch):
 )
 def test_configure_spark_gives_local_workers_this_interpreter(monkeypatch, options, env, expected):
     """What PYSPARK_PYTHON says after configure_spark: PySpark's only source for its workers'
-    interpreter outside spark-submit. (That they run it: test_packaging runs the README's
+    interpreter outside spark-submit. (That they run it: test_packaging runs the manual's
     processors without the variable, tests/test_connect.py its server.)"""
     from kstreams_spark import configure_spark
     from pyspark.sql import SparkSession

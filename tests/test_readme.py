@@ -25,6 +25,7 @@ def manual_pages() -> list[str]:
     return [README, *(os.path.join(ROOT, path) for path in GUIDES)]
 
 
+# the DSL's pages, in the site's order (their blocks share `records` and `rows`)
 DSL_PAGES = ("dsl.md", "aggregations.md", "tables.md", "joins.md")
 
 
@@ -42,20 +43,21 @@ def test_readme_dsl_examples_run(spark):
         exec(compile(block, f"the DSL's pages, example {index}", "exec"), namespace)
 
 
-def section_blocks(*titles: str) -> list[tuple[str, str]]:
-    """(title, code) of each ```python block under the manual's headings ``titles`` (README, then
-    the guide's pages in the site's order), in order; a heading's section ends at the next heading
-    of any level (a line starting with ``#`` inside a code block is not one)."""
-    blocks, title, code, fence = [], None, None, False
+def python_blocks() -> list[tuple[str, str, str]]:
+    """(page, heading, code) of every ```python block of the manual (README, then the guide's pages
+    in the site's order); a heading's section ends at the next heading of any level (a line
+    starting with ``#`` inside a code block is not one)."""
+    blocks = []
     for path in manual_pages():
+        page, title, code, fence = os.path.basename(path), None, None, False
         for line in open(path).read().splitlines():
             stripped = line.lstrip()
-            if stripped.startswith("```"):
-                if not fence and stripped == "```python" and title in titles:
+            if stripped.startswith(("```", "~~~")):
+                if not fence and stripped.lower().startswith(("```py", "~~~py")):
                     code, indent = [], len(line) - len(stripped)
                 elif fence and code is not None:
                     # a block in a list item is indented with it
-                    blocks.append((title, textwrap.dedent("\n".join(code) + "\n")))
+                    blocks.append((page, title, textwrap.dedent("\n".join(code) + "\n")))
                     code = None
                 fence = not fence
             elif fence:
@@ -64,6 +66,50 @@ def section_blocks(*titles: str) -> list[tuple[str, str]]:
             elif re.match(r"^#{1,6} ", line):
                 title = line.lstrip("#").strip()
     return blocks
+
+
+def section_blocks(*titles: str) -> list[tuple[str, str]]:
+    """(title, code) of each ```python block under the manual's headings ``titles``, in order."""
+    return [(title, code) for _, title, code in python_blocks() if title in titles]
+
+
+# Who runs each ```python block of the manual: the tests below by heading, the DSL test by page,
+# test_connect.py the Spark Connect page's, test_real_time.py the real-time page's
+# the headings whose blocks run in one namespace against the test broker, in the manual's order
+BROKER_EXAMPLES = (
+    "Deduplication",
+    "Windowed distinct",
+    "Metrics",
+    "Late records",
+    "Kafka",
+    "Exactly once to Kafka",
+    "Processor API",
+)
+RUN_BY_HEADING = {
+    *BROKER_EXAMPLES,
+    "A first example",
+    "Operating a query",
+    "Running on a cluster",
+    "Real-time mode",
+}
+RUN_BY_PAGE = {*DSL_PAGES, "connect.md"}
+
+
+def test_every_python_block_of_the_manual_is_run_by_a_test():
+    """A block under a heading no test reads would be a claim nothing checks."""
+    unread = [(p, t) for p, t, _ in python_blocks() if t not in RUN_BY_HEADING and p not in RUN_BY_PAGE]
+    assert unread == []
+
+
+def test_the_cluster_page_s_session_runs(spark):
+    """ "Running on a cluster": the driver's session line, here with a local master (the standalone
+    cluster of tests/test_cluster.py runs examples/cluster_app.py, which builds its session the
+    same way); on this test's session ``getOrCreate`` returns that session."""
+    ((title, code),) = section_blocks("Running on a cluster")
+    namespace = {}
+    exec("from pyspark.sql import SparkSession\nfrom kstreams_spark import configure_spark\n", namespace)
+    exec(compile(code.replace("spark://HOST:7077", "local[1]"), f"the manual, {title}", "exec"), namespace)
+    assert namespace["spark"] is spark
 
 
 def test_readme_python_kafka_and_processor_examples_run(spark, kafka, tmp_path):
@@ -84,15 +130,7 @@ def test_readme_python_kafka_and_processor_examples_run(spark, kafka, tmp_path):
         [(0, "a", value(1, 1), 1000), (0, "a", value(1, 1), 2000), (0, "b", value(2, 2), 3000)]
         + [(1, "a", value(1, 1), 4000)],
     )
-    blocks = section_blocks(
-        "Deduplication",
-        "Windowed distinct",
-        "Metrics",
-        "Late records",
-        "Kafka",
-        "Exactly once to Kafka",
-        "Processor API",
-    )
+    blocks = section_blocks(*BROKER_EXAMPLES)
     assert [title for title, _ in blocks] == [
         "Deduplication",
         "Deduplication",

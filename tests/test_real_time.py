@@ -228,7 +228,7 @@ time.sleep(3600)
 
 
 def test_readme_real_time_example_runs(kafka, tmp_path):
-    """README's "Real-time mode" blocks, as written but for the broker, topics, checkpoints and a
+    """the manual's "Real-time mode" blocks, as written but for the broker, topics, checkpoints and a
     5-second batch, in a process of its own (``local[8]``: two queries' task slots): each key's
     first record comes out of the dedup, and each of its running counts out of the count."""
     topic = kafka.create_topic("readme-rt-in", 2)

@@ -1,9 +1,10 @@
-"""What a restart from the same checkpoint may change (README, "Operating a query"): the late-record
+"""What a restart from the same checkpoint may change (the manual, "Operating a query"): the late-record
 policy and the dedup store's memory decide no stored state, so a restart may change them and the
 result is the rule's under the new setting from the first record on; the per-partition dedup
 interval may change too, with every stored entry judged by the new interval while an entry already
-dead under the old one stays dead; what else decides the stored state (operator, the global dedup's
-interval, windows, key, id) is refused (tests/test_bad_input.py)."""
+dead under the old one stays dead, and so may a windowed distinct's grace; what else decides the
+stored state (operator, the global dedup's interval, windows' size and gap, the windowed
+aggregations' and joins' windows, key, id) is refused (tests/test_bad_input.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import datetime as dt
 
 import pytest
 from kstreams_spark import KStream, SessionWindows, TimeWindows, read_state
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import functions as F
 from streams import BASE, Rec, StreamRun, with_offsets
 
 MEMORY_CONF = "spark.kstreams.dedup.memory"
@@ -143,6 +146,28 @@ def test_a_shorter_interval_then_the_first_again_keeps_what_died_in_between_dead
         (1, 1, "y"),
         (1, 2, "x"),
     ]
+
+
+def test_a_run_that_committed_nothing_does_not_count(spark, tmp_path):
+    """30 s, then a 5 s run whose first micro-batch fails (nothing committed, so nothing was judged
+    under 5 s), then 30 s again: a@0 is still live when run 3 replays that micro-batch, and a@22 is
+    its duplicate. Counted as a run, 5 s would have killed a@0 (20 - 5 > 0)."""
+    records = with_offsets([Rec("a", 0), Rec("b", 10), Rec("c", 20), Rec("a", 22)])
+    run = StreamRun(spark, str(tmp_path), _by_key("30 s"))
+    run.add_batch(records[:3])
+    run.run()
+
+    @F.udf("string")
+    def fail(key):
+        raise ValueError("this micro-batch fails")
+
+    run.op = lambda d: KStream(d).deduplicate_by_key("5 s").df.withColumn("value", fail("key"))
+    run.add_batch(records[3:])
+    with pytest.raises(StreamingQueryException):
+        run.run()
+    run.op = _by_key("30 s")
+    run.run()
+    assert _forwarded(run) == [(0, 0, "a"), (0, 1, "b"), (0, 2, "c")]
 
 
 def _restarted(spark, tmp_path, first, then, records, split: int) -> StreamRun:

@@ -4,7 +4,7 @@ trigger modes (SEMANTICS.md section 8), side by side, on the user's broker.
 Per mode, on fresh topics: the query ``KStream(df).deduplicate_by_key(interval)`` from Spark's
 Kafka source to its Kafka sink, and a probe in the same driver JVM (``kstreams.internal.demo.
 LatencyProbe``) that sends an at-least-once stream at a steady rate, reads the output topic, and
-checks that each key came out exactly once, as its original record (README "Real-time mode").
+checks that each key came out exactly once, as its original record (the manual, "Real-time mode").
 """
 
 from __future__ import annotations

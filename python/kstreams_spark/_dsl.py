@@ -14,7 +14,7 @@ from kstreams_spark._jvm import door, java_column
 from kstreams_spark.errors import KStreamsError
 
 Interval = timedelta | str
-# What an operator does with a late record (Scala's kstreams.LateRecords, README "Late records")
+# What an operator does with a late record (Scala's kstreams.LateRecords, the manual, "Late records")
 LateRecords = Literal["forward", "drop", "side_output"]
 ColumnOrName = Column | str
 ValueFunction = Callable[[Column], Column]

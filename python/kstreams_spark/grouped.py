@@ -156,7 +156,7 @@ class WindowedKStream:
         timestamp of that partition so far, this record included; spec section 5) reaches
         ``end + grace`` (a session: when its end is more than ``gap + grace`` behind it), in a
         batch DataFrame as in a stream; a partition behind another loses nothing. How long a
-        quiet partition is waited for: ``spark.kstreams.partitionIdleTimeout`` (README, "Stream
+        quiet partition is waited for: ``spark.kstreams.partitionIdleTimeout`` (the manual, "Stream
         time per partition"). A record of a closed window is dropped and counted
         (``late_dropped``, the default), or with ``late_records="side_output"`` routed unchanged to
         :attr:`KTable.side_output` (``kstreams_reason`` ``"window closed"``, counted as

@@ -525,7 +525,7 @@ class KStream:
         Spark's Kafka sink is at-least-once: a micro-batch cut short by a crash is written again.
         With ``exactly_once=True`` (streaming only) each micro-batch is written in Kafka
         transactions and a replayed one is not written twice, so a consumer with
-        ``isolation.level=read_committed`` reads every record once (README, "Exactly once to
+        ``isolation.level=read_committed`` reads every record once (the manual, "Exactly once to
         Kafka").
 
         Example (needs a Kafka broker)::

@@ -46,7 +46,7 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
     ``spark.sql.streaming.multipleWatermarkPolicy`` to ``max`` (the query's watermark follows
     its most advanced input, as a Kafka Streams task's stream time does; under Spark's default
     ``min``, a query with several watermarks gets other results after a restart). Both are in
-    README, "Crash safety"; a query keeps the policy it started with. It also turns on RocksDB's
+    the manual, "Crash safety"; a query keeps the policy it started with. It also turns on RocksDB's
     changelog checkpointing (``spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing
     .enabled``): a micro-batch's commit writes its changes to a file instead of checkpointing the
     database's files (0.92x the time per micro-batch at 1M live keys in `bench.py --tune`);

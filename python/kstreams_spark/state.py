@@ -1,5 +1,5 @@
 """A query's kstreams state in its checkpoint, without running the query: read it, or move it to
-another number of state partitions (README "Operating a query").
+another number of state partitions (the manual, "Operating a query").
 
 The Scala API is ``kstreams.CheckpointState``; these functions call it.
 """

@@ -134,7 +134,7 @@ def _starting_offsets_problem(text: str, topic: str) -> str | None:
 
 
 def _real_time_problem(args: argparse.Namespace) -> str | None:
-    """What keeps ``--real-time`` from running with the other arguments (README, "Real-time mode")."""
+    """What keeps ``--real-time`` from running with the other arguments (the manual, "Real-time mode")."""
     from kstreams_spark._intervals import interval_micros, interval_problem
 
     problem = interval_problem(args.real_time)

@@ -11,7 +11,7 @@ REAL_TIME_BATCH = "5 minutes"
 
 # The default master of a real-time query: it keeps a task running per topic partition and per state
 # partition (Spark refuses to start it with fewer free slots); the tasks mostly wait for records,
-# so the slots are threads, not cores (README, "Real-time mode")
+# so the slots are threads, not cores (the manual, "Real-time mode")
 REAL_TIME_SLOTS = 64
 
 

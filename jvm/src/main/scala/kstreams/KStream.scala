@@ -45,7 +45,7 @@ final class KStream private[kstreams] (val df: DataFrame, val columns: StreamCol
 
   /** [[df]] and [[sideOutput]] in one DataFrame, [[LateRecords.ReasonColumn]] null for the
     * forwarded records: one query, one run of the operator, writes both, e.g. with
-    * `foreachBatch` (README, "Late records").
+    * `foreachBatch` (the manual, "Late records").
     *
     * {{{
     * KStream(df).deduplicateByKey("10 minutes", LateRecords.SideOutput).withSideOutput
@@ -261,7 +261,7 @@ final class KStream private[kstreams] (val df: DataFrame, val columns: StreamCol
 
   /** `to`, and with `exactlyOnce` through Kafka transactions: each micro-batch's records are
     * committed once, across restarts and crashes, for consumers with `isolation.level=read_committed`
-    * (README, "Exactly once to Kafka"; [[kstreams.internal.sink.ExactlyOnceKafkaProvider]]).
+    * (the manual, "Exactly once to Kafka"; [[kstreams.internal.sink.ExactlyOnceKafkaProvider]]).
     *
     * {{{
     * KStream(df).deduplicateByKey("10 minutes").to("deduped", exactlyOnce = true)
@@ -377,8 +377,8 @@ object KStream {
     * killed while writing its first offset-log entry never restarts; and
     * `spark.sql.streaming.multipleWatermarkPolicy=max`, so that the watermark follows the most
     * advanced input as a Kafka Streams task's stream time does and a restarted query gets the
-    * watermarks of an uninterrupted one (README, "Crash safety"); and RocksDB's changelog
-    * checkpointing, a cheaper commit of the state every micro-batch makes (README, "Benchmarks").
+    * watermarks of an uninterrupted one (the manual, "Crash safety"); and RocksDB's changelog
+    * checkpointing, a cheaper commit of the state every micro-batch makes (the manual, "Benchmarks").
     * A later `.config` of any of these keys wins. (Python's `configure_spark` also puts the bundled
     * jar on the classpath.)
     *

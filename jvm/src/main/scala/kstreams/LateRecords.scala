@@ -1,6 +1,6 @@
 package kstreams
 
-/** What an operator does with a late record (README, "Late records").
+/** What an operator does with a late record (the manual, "Late records").
   *
   *  - [[LateRecords.Forward]]: pass it on. The dedup operators' default (spec section 2: a record
   *    older than `streamTime - interval` is forwarded when no live duplicate exists, and never

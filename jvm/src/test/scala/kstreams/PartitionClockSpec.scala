@@ -126,7 +126,7 @@ class PartitionClockSpec extends SparkSuite {
     val op = (df: DataFrame) => KStream(df).deduplicate(org.apache.spark.sql.functions.col("key"), "10 seconds").df
     for (restart <- Seq(Set.empty[Int], Set(1)))
       assert(values(batches, op, restart) == Seq("p0@0", "p0@7", "p1@15", "p1@20", "p1@31"), restart)
-    // in one micro-batch the lower partition meets the store first (README): y@5 stays, y@15 goes
+    // in one micro-batch the lower partition meets the store first (the manual): y@5 stays, y@15 goes
     assert(values(Seq(batches.flatten), op) == Seq("p0@0", "p0@5", "p0@7", "p1@20", "p1@31"))
   }
 

@@ -445,7 +445,7 @@ class RealTimeSpec extends SparkSuite {
 
   test("the exactly-once Kafka sink is refused in real-time mode when the query starts, naming the sink") {
     // It commits once per batch (a read_committed consumer would wait a whole batch duration) and
-    // has no update mode: Spark's allowlist refuses it in start() (README, "Real-time mode")
+    // has no update mode: Spark's allowlist refuses it in start() (the manual, "Real-time mode")
     val input = LowLatencyMemoryStream[Event](1)(Encoders.product[Event], spark.sqlContext)
     val refused = intercept[Exception](
       KStream(input.toDF())

@@ -45,7 +45,7 @@ trait Processor[K, V] {
     *   the input record, with its partition, offset and timestamp
     * @throws java.lang.Exception
     *   anything thrown fails the query with a message naming the processor, the partition and the
-    *   offset of the record (README, "Processor API") */
+    *   offset of the record (the manual, "Processor API") */
   def process(record: Record[K, V]): Unit
 
   /** Called by the schedules registered with `context.schedule(interval, type)` without their

@@ -48,7 +48,7 @@ import kstreams.{Event, JoinWindows, KStream, SessionWindows, SparkSuite, TimeWi
   * micro-batch and in four with a restart, and the one-input operators once more with the cases'
   * partitions far apart in time ([[ConformanceSpec.skewed]]): windows close by each partition's
   * own stream time in both. `make conformance SEEDS=...` runs more seeds. Where our rule differs
-  * on purpose (README), the suite applies our rule to Kafka's output (emit on change,
+  * on purpose (the manual), the suite applies our rule to Kafka's output (emit on change,
   * [[ConformanceSpec.emitOnChange]]) or the case avoids it and says so (joins' windows closing by
   * the watermark).
   */
@@ -286,7 +286,7 @@ class ConformanceSpec extends SparkSuite {
         // null-key results of different cases interleave differently: compare them as a multiset
         k -> (if (k == NullKey) u.sortBy(x => (x._2, x._1)) else u)
           // when Kafka emits a keyed record that never matched depends on a check across all its
-          // task's pending records (README); the one-partition test below compares them
+          // task's pending records (the manual); the one-partition test below compares them
           .filterNot { case (v, _) => op.byTask && k != NullKey && v != null && !v.contains("+") }
       }
       .filter(_._2.nonEmpty)

@@ -39,7 +39,7 @@ private[aggregate] final class KeyWindows(val key: Any, var windows: Vector[KeyW
   * expired ([[expiryMicros]] below the smallest stream time of the partitions still delivering);
   * a record of such a partition would then find it closed, and [[fold]] treats a closed or expired
   * window as the rule says whether or not it is still stored. Only a partition idle for longer
-  * than `idleMs` is not waited for (README, "Stream time per partition").
+  * than `idleMs` is not waited for (the manual, "Stream time per partition").
   */
 private[kstreams] abstract class WindowedAggregateProcessor(
     layout: TaskClocks.Layout,

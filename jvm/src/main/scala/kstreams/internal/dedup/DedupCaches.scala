@@ -30,7 +30,7 @@ private[kstreams] object DedupCaches {
 
   /** Session setting: memory for dedup entries per executor JVM, e.g. `512m`; default a quarter
     * of the JVM's maximum heap. A partition whose live entries need more keeps them in RocksDB
-    * only and looks records up one by one (README "The dedup store"). */
+    * only and looks records up one by one (the manual, "The dedup store"). */
   val MemoryConf = "spark.kstreams.dedup.memory"
 
   /** Bytes for [[MemoryConf]] set on `session`, or 0 for the default (resolved on the executor). */

@@ -49,7 +49,7 @@ private[kstreams] object Deduplicate {
     scope match {
       case DedupScope.PerPartition => // state per input partition, in the time-bucketed store
         val (grouped, userSchema) = CompactInput.prepare(df, resolved, keyParts, Some(intervalMicros))
-        // this store judges entries of another interval itself (README, "Operating a query"); the
+        // this store judges entries of another interval itself (the manual, "Operating a query"); the
         // global one does not yet: its entries are dead per reading partition
         val restartable = descriptor.mayChangeOnRestart("interval")
         run(df, grouped, new PerPartitionDedupProcessor(settings), restartable, userSchema, lateRecords)

@@ -168,7 +168,7 @@ private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings
 
   /** Makes a group's entries those this run's interval judges, once per run that changed it.
     *
-    * Why this is exact (README, "Operating a query": from the first record after a restart every
+    * Why this is exact (the manual, "Operating a query": from the first record after a restart every
     * stored entry is judged by the new interval, and an entry already dead under the old one when
     * the query stopped stays dead): a group's stream time moves only while it gets records, so from
     * the run that last judged it (its tag) to this one it stayed where it is now, and an entry

@@ -16,7 +16,7 @@ import org.apache.kafka.clients.producer.{Callback, KafkaProducer, ProducerConfi
 import org.apache.kafka.common.TopicPartition
 import org.apache.kafka.common.serialization.{StringDeserializer, StringSerializer}
 
-/** The latency part of `kstreams-spark demo --bootstrap-servers` (README "Real-time mode"): sends
+/** The latency part of `kstreams-spark demo --bootstrap-servers` (the manual, "Real-time mode"): sends
   * an at-least-once stream to a topic at a steady rate while a dedup query (started by the demo)
   * copies it to another topic, reads that topic, and says how long each record took and whether
   * the output is what the dedup rule must forward.

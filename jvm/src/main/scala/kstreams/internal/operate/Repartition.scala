@@ -19,7 +19,7 @@ import kstreams.internal.dedup.DedupCaches
 import kstreams.internal.inspect.StateVariables
 import kstreams.internal.plan.CheckpointOperators
 
-/** Moves a stopped query's state to another number of state partitions (README "Operating a
+/** Moves a stopped query's state to another number of state partitions (the manual, "Operating a
   * query"), with Spark's offline repartitioner (`OfflineStateRepartitionRunner`, Spark 4.3), which
   * re-hashes every state row of every stateful operator by its grouping key, writes the new stores
   * as one more micro-batch of the checkpoint, and records the new `spark.sql.shuffle.partitions`

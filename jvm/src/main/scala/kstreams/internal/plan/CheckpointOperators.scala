@@ -52,16 +52,23 @@ private[kstreams] object CheckpointOperators {
 
   /** Beside "operators", position for position: for an operator with settings a restart may change
     * ([[OperatorDescriptor.mayChangeOnRestart]]), its descriptor as each run that changed them ran
-    * it, from the first (the one in "operators") to the latest; empty for one never changed. The
-    * operator judges the state written under earlier settings by it ([[RecordedSettings]]). */
+    * it, from the first (the one in "operators") to the latest, each with the last batch committed
+    * before that run ([[Ran]]); empty for one never changed. The operator judges the state written
+    * under earlier settings by it ([[RecordedSettings]]). */
   private val History = "settings_history"
+
+  /** One run's settings in [[History]]: `committedBefore`, the last batch id committed when it
+    * started (-1: none). A run that committed nothing before the next one started has the same
+    * `committedBefore` as that next run: it wrote no state, so the next one replaces it (its
+    * settings judged nothing, and counting a smaller interval of it would kill live entries). */
+  private final case class Ran(committedBefore: Long, descriptor: String)
 
   /** Per query, the run being checked and the positions its operators were given, per list. */
   private final case class Run(
       runId: UUID,
       checkpoint: Path,
       recorded: Map[String, mutable.ArrayBuffer[String]],
-      history: mutable.ArrayBuffer[Vector[String]]) {
+      history: mutable.ArrayBuffer[Vector[Ran]]) {
     val positions: Map[String, IdentityHashMap[AnyRef, Integer]] =
       Lists.map(_ -> new IdentityHashMap[AnyRef, Integer]()).toMap
   }
@@ -142,12 +149,16 @@ private[kstreams] object CheckpointOperators {
           while (typesRecorded.size <= position) typesRecorded += ""
           typesRecorded(position) = types
         }
-        // this run's settings appended to the operator's history when a restart changed them
+        // this run's settings appended to the operator's history when a restart changed them; a
+        // run that committed nothing is replaced by this one (see Ran)
         val changed = list == "operators" && {
-          val before = run.history.lift(position).filter(_.nonEmpty).getOrElse(Vector(recorded(position)))
-          before.last != descriptor && {
+          val before = historyOf(run.history, position, recorded(position))
+          val committed = query.commitLog.getLatestBatchId().getOrElse(-1L)
+          val kept = if (before.size > 1 && before.last.committedBefore == committed) before.init else before
+          val after = if (kept.last.descriptor == descriptor) kept else kept :+ Ran(committed, descriptor)
+          after != before && {
             while (run.history.size <= position) run.history += Vector.empty
-            run.history(position) = before :+ descriptor
+            run.history(position) = if (after.size > 1) after else Vector.empty
             true
           }
         }
@@ -155,8 +166,12 @@ private[kstreams] object CheckpointOperators {
       }
       val position = positions.get(processor).intValue
       if (list != "operators") Seq(recorded(position))
-      else run.history.lift(position).filter(_.nonEmpty).getOrElse(Vector(recorded(position)))
+      else historyOf(run.history, position, recorded(position)).map(_.descriptor)
     }
+
+  /** The runs of operator `position` in `history`: the first alone (`first`) when never changed. */
+  private def historyOf(history: collection.Seq[Vector[Ran]], position: Int, first: String): Vector[Ran] =
+    history.lift(position).filter(_.nonEmpty).getOrElse(Vector(Ran(Long.MinValue, first)))
 
   private def fileSystem(path: Path): FileSystem =
     path.getFileSystem(SparkContext.getOrCreate().hadoopConfiguration)
@@ -165,22 +180,25 @@ private[kstreams] object CheckpointOperators {
     * latest ([[History]]), for tools that read the checkpoint. */
   def history(checkpoint: String, operator: Int): Seq[String] = {
     val (lists, history) = read(new Path(checkpoint, FileName))
-    history.lift(operator).filter(_.nonEmpty).getOrElse(lists("operators").lift(operator).toVector)
+    lists("operators")
+      .lift(operator)
+      .toVector
+      .flatMap(first => historyOf(history.toSeq, operator, first).map(_.descriptor))
   }
 
-  private def read(path: Path): (Map[String, mutable.ArrayBuffer[String]], mutable.ArrayBuffer[Vector[String]]) = {
+  private def read(path: Path): (Map[String, mutable.ArrayBuffer[String]], mutable.ArrayBuffer[Vector[Ran]]) = {
     val fs = fileSystem(path)
     val recorded = Stored.map(_ -> mutable.ArrayBuffer.empty[String]).toMap
-    val history = mutable.ArrayBuffer.empty[Vector[String]]
+    val history = mutable.ArrayBuffer.empty[Vector[Ran]]
     if (fs.exists(path)) {
       val in = fs.open(path)
       try {
         val root = mapper.readTree(in)
         Stored.foreach(list => root.path(list).forEach(node => recorded(list) += node.asText()))
         root.path(History).forEach { runs =>
-          val descriptors = Vector.newBuilder[String]
-          runs.forEach(node => descriptors += node.asText())
-          history += descriptors.result()
+          val ran = Vector.newBuilder[Ran]
+          runs.forEach(node => ran += Ran(node.path("committed_before").asLong(), node.path("descriptor").asText()))
+          history += ran.result()
         }
       } finally in.close()
     }
@@ -190,10 +208,7 @@ private[kstreams] object CheckpointOperators {
   /** Replaces the file through a rename, so that a process killed while writing leaves the old
     * file or the new one, never half of one. (A local rename replaces the target; where a rename
     * refuses an existing target, as on HDFS, the old file is deleted first.) */
-  private def write(
-      path: Path,
-      recorded: Map[String, mutable.ArrayBuffer[String]],
-      history: Seq[Vector[String]]): Unit = {
+  private def write(path: Path, recorded: Map[String, mutable.ArrayBuffer[String]], history: Seq[Vector[Ran]]): Unit = {
     val fs = fileSystem(path)
     val root = mapper.createObjectNode()
     root.put("version", 1)
@@ -207,7 +222,10 @@ private[kstreams] object CheckpointOperators {
     // a checkpoint whose settings never changed keeps the file earlier releases wrote
     if (history.exists(_.nonEmpty)) {
       val lists = root.putArray(History)
-      history.foreach(runs => runs.foldLeft(lists.addArray())(_.add(_)))
+      history.foreach { runs =>
+        val list = lists.addArray()
+        runs.foreach(r => list.addObject().put("committed_before", r.committedBefore).put("descriptor", r.descriptor))
+      }
     }
     val temporary = new Path(path.getParent, s".${path.getName}.${UUID.randomUUID()}.tmp")
     val out = fs.create(temporary, false)

@@ -99,7 +99,7 @@ private[kstreams] object HelperColumns {
 }
 
 /** Why a record was not forwarded. Each name is also the field of the operator's observed metric
-  * that counts such records (README, "Metrics"). */
+  * that counts such records (the manual, "Metrics"). */
 private[kstreams] object DropReasons {
   val Duplicate = "duplicates_dropped"
   val Late = "late_dropped"

@@ -105,7 +105,7 @@ private[kstreams] object Keyed {
     val selected = sides.zipWithIndex.map { case (side, index) =>
       // a streaming side without a watermark gets one of delay 0, so that windows close and state
       // is evicted; each side its own, since Spark 4.3 gives the second of two stateful operators
-      // fed by one `withWatermark` a watermark of 0 (README, "Kafka Streams and us")
+      // fed by one `withWatermark` a watermark of 0 (the manual, "Kafka Streams and us")
       val input = InputColumns(side.stream.df, side.stream.columns.resolve(side.stream.df), Some(0L))
       val values = sides.indices.map { i =>
         (if (i == index) valueColumns(i) else lit(null).cast(valueTypes(i))).as(value(i))

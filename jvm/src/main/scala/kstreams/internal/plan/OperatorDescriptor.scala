@@ -30,7 +30,7 @@ private[kstreams] final case class OperatorDescriptor(
     stateTypes: Option[StructType] = None,
     restartMayChange: Set[String] = Set.empty) {
 
-  /** The observed metric that counts what the operator forwarded and dropped (README "Metrics"). */
+  /** The observed metric that counts what the operator forwarded and dropped (the manual, "Metrics"). */
   def metricName: String = "kstreams_" + operator
 
   def render: String = settings.map { case (k, v) => s"$k=$v" }.mkString(s"$operator(", ", ", ")")
@@ -160,6 +160,6 @@ private[kstreams] object RealTimeCapable {
       s"$operator cannot run in real-time mode (trigger(realTime=...)): of the kstreams operators only " +
         "deduplicate_by_key, deduplicate_by_key_value, deduplicate_by_sequence, windowed distinct, " +
         "the aggregations (count, reduce, aggregate; plain, tumbling and session windows) and to_table run there " +
-        "(README, \"Real-time mode\"); " +
+        "(the manual, \"Real-time mode\"); " +
         "run this query with a micro-batch trigger, e.g. trigger(processingTime='0 seconds')")
 }

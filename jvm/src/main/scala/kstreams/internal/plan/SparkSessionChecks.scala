@@ -28,7 +28,7 @@ private[kstreams] object SparkSessionChecks {
     * file, and snapshots of the database's files are made in the background, where by default each
     * commit flushes and checkpoints them. Every operator commits its state once per state partition
     * and micro-batch, so this is on the path of every batch: 0.92x the time per micro-batch at 1M live
-    * keys in `bench.py --tune` (README, "Benchmarks"); Spark's real-time mode turns it on by itself. A
+    * keys in `bench.py --tune` (the manual, "Benchmarks"); Spark's real-time mode turns it on by itself. A
     * checkpoint written without it restarts with it (and back), so it is a default, not a
     * requirement. */
   val ChangelogCheckpointingKey = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"

@@ -27,7 +27,7 @@ import org.apache.spark.sql.types._
 import org.apache.spark.sql.util.CaseInsensitiveStringMap
 
 /** The exactly-once Kafka sink of `KStream.to(topic, exactlyOnce = true)`, format
-  * `kstreams-kafka-eos` (README, "Exactly once to Kafka").
+  * `kstreams-kafka-eos` (the manual, "Exactly once to Kafka").
   *
   * Each task of a micro-batch writes its rows in one Kafka transaction of its own, under the
   * transactional id `kstreams-<query id>-<partition>`: the streaming query's id, which Spark keeps

@@ -20,7 +20,7 @@ private[kstreams] final case class PartitionClock(streamTimeMicros: Long, lastRe
   * [[end]] gives the stream time that every partition that can still send records has reached:
   * state that every such partition's clock has passed can go (spec section 8). A partition that
   * delivered nothing for longer than `idleMs` of processing time is not waited for, so that a
-  * partition gone quiet does not hold back the eviction of the others' state (README, "Stream
+  * partition gone quiet does not hold back the eviction of the others' state (the manual, "Stream
   * time per partition"); should it come back, its records may find state of theirs evicted. A
   * partition not seen yet is waited for during the first `idleMs` of the group (a query's
   * partitions need not all deliver in its first micro-batch).

@@ -163,7 +163,7 @@ private[kstreams] abstract class WindowProcessor(
 
   /** The group's floors, after judging it under this run's grace once per run that changed it.
     *
-    * Why this is exact (README, "Operating a query": from the first record after a restart every
+    * Why this is exact (the manual, "Operating a query": from the first record after a restart every
     * window is judged by the new grace, and a window already closed under the old one when the
     * query stopped stays closed): a partition's stream time moves only while it gets records, so
     * from the run that last judged the group to this one it stayed where it is now, and a window
