@@ -178,14 +178,12 @@ private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings
     * `entries` rows of them), so no longer interval can bring them back; what is left is judged by
     * this run's interval from the first record on. The tag then records this run, so the deletion
     * happens once per group and run that changed the interval, whatever runs come between. */
-  private def judgeUnderThisInterval(group: Int, streamTime: Long): Unit = {
-    val current = intervals.size - 1
-    val judgedAt = buckets.tag.fold(0)(_.toInt)
-    if (judgedAt != current) {
+  private def judgeUnderThisInterval(group: Int, streamTime: Long): Unit =
+    SettingHistory.smallestSince(intervals, buckets.tag.fold(0)(_.toInt)).foreach { smallest =>
       val stored = mode.get()
       val spilled = stored != null && stored.spilled
-      if (streamTime != Long.MinValue && judgedAt < current) {
-        val deadBelow = streamTime - intervals.slice(judgedAt, current).min
+      if (streamTime != Long.MinValue) {
+        val deadBelow = streamTime - smallest
         removeBuckets(buckets.deadBuckets(deadBelow), deadBelow, spilled)
         buckets.rewrite(buckets.bucketOf(deadBelow)) { chunks =>
           val kept = new EntryMap
@@ -200,12 +198,11 @@ private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings
           encode(kept, kept.occupiedSlots)
         }
       }
-      buckets.tag = if (current == 0) None else Some(current.toLong)
+      buckets.tag = Some(intervals.size - 1L)
       // a map kept in this executor holds what was just deleted: never use it again
       if (stored != null && !stored.spilled) mode.update(stored.copy(token = SpillableStore.newToken()))
       cacheId(group).foreach(DedupCaches.drop)
     }
-  }
 
   private def liveFromOf(streamTime: Long): Long =
     if (streamTime == Long.MinValue) Long.MinValue else streamTime - intervalMicros

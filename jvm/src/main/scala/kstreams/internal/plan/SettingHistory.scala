@@ -37,3 +37,20 @@ private[kstreams] final class SettingHistory(setting: String) extends Serializab
     recorded.filter(_.lastOption.contains(current)).getOrElse(Vector(current))
   }
 }
+
+private[kstreams] object SettingHistory {
+
+  /** For state last judged under run `judgedAt` of `values` ([[SettingHistory.inTask]]'s), the
+    * smallest value of the runs from that one to the one before this run: what decides the state
+    * that died meanwhile; `None` when this run has nothing to judge. A history of one run (the
+    * setting never changed: no state was ever judged under another) needs no read of the state's
+    * mark at all, which is why `judgedAt` is by name. */
+  def smallestSince(values: Vector[Long], judgedAt: => Int): Option[Long] = {
+    val current = values.size - 1
+    if (current == 0) None
+    else {
+      val from = judgedAt
+      if (from < current) Some(values.slice(from, current).min) else None
+    }
+  }
+}

@@ -172,23 +172,21 @@ private[kstreams] abstract class WindowProcessor(
     * graces`. That bound is kept per partition (its state may be gone already: a window swept is
     * no longer in the store, and without the bound a longer grace would open it again and forward
     * its next record as the first); windows above it are judged by this run's grace. */
-  private def judge(): Map[Int, Long] = {
-    val current = graces.size - 1
-    val judgedAt =
-      if (closedBelow.containsKey(WindowProcessor.TagKey)) closedBelow.getValue(WindowProcessor.TagKey).toInt else 0
-    if (judgedAt != current) {
-      if (judgedAt < current) {
-        val smallest = graces.slice(judgedAt, current).min
+  private def judge(): Map[Int, Long] =
+    if (graces.size == 1) Map.empty // never changed: no floor, and nothing to read
+    else {
+      val judgedAt =
+        if (closedBelow.containsKey(WindowProcessor.TagKey)) closedBelow.getValue(WindowProcessor.TagKey).toInt else 0
+      SettingHistory.smallestSince(graces, judgedAt).foreach { smallest =>
         streamTimes.iterator().foreach { case (partition, streamTime) =>
           val floor = streamTime - smallest
           if (!closedBelow.containsKey(partition) || closedBelow.getValue(partition) < floor)
             closedBelow.updateValue(partition, floor)
         }
+        closedBelow.updateValue(WindowProcessor.TagKey, graces.size - 1L)
       }
-      closedBelow.updateValue(WindowProcessor.TagKey, current.toLong)
+      closedBelow.iterator().filter(_._1 != WindowProcessor.TagKey).toMap
     }
-    closedBelow.iterator().filter(_._1 != WindowProcessor.TagKey).toMap
-  }
 
   override def handleInputRows(group: Int, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
     val groupFloors = floors.getOrElseUpdate(group, judge()) // before any stream time moves
