@@ -197,9 +197,18 @@ $(VENV)/.bench-deps: $(VENV)/.deps requirements-bench.txt
 	touch $@
 
 # PyFlink pins its own py4j, so it gets a virtualenv of its own.
-.venv-flink/.deps: requirements-flink.txt
+# With Flink's Parquet format and the Hadoop client it reads files with (benchmarks/flink_dedup.py
+# reads the Spark candidates' Parquet files).
+FLINK_JARS := .venv-flink/jars/.fetched
+.venv-flink/.deps: requirements-flink.txt $(FLINK_JARS)
 	test -x .venv-flink/bin/python || $(PYTHON) -m venv .venv-flink
 	.venv-flink/bin/python -m pip install -q -r requirements-flink.txt
+	touch $@
+
+$(FLINK_JARS):
+	for a in org.apache.flink:flink-sql-parquet:2.3.0 org.apache.hadoop:hadoop-client-api:3.3.6 \
+		org.apache.hadoop:hadoop-client-runtime:3.3.6; do \
+		mvn -q -B dependency:copy -Dartifact=$$a -DoutputDirectory=$(CURDIR)/$(dir $@) || exit 1; done
 	touch $@
 
 # The benchmark-only classes (kstreams.bench: TwsFloor, DedupLimit), out of the shipped jar.
@@ -207,11 +216,11 @@ BENCH_JAR := jvm-bench/target/scala-2.13/kstreams-spark-bench_2.13-$(VERSION).ja
 $(BENCH_JAR): $(JAR) $(shell find jvm-bench/src -name '*.scala' 2>/dev/null)
 	$(SBT) bench/package
 
-# Every regime in turn (default, cold, realistic, long, catchup, global, kafka_sink: bench.py --regime all), each in a
+# Every regime in turn (default, cold, realistic, long, catchup, global, kafka_sink: bench --regime all), each in a
 # JVM of its own, then the latency regime (benchmarks/latency.py: a job process per run).
 # BENCH_ARGS="--rows 200000 --keys 150000 --live-keys 100000,300000" for a quick run.
 bench: install $(BENCH_JAR) $(VENV)/.bench-deps .venv-flink/.deps $(KAFKA_BROKER)
-	$(PY) benchmarks/bench.py --regime all $(BENCH_ARGS)
+	$(PY) benchmarks/bench --regime all $(BENCH_ARGS)
 	$(PY) benchmarks/latency.py
 	$(PY) benchmarks/latency.py $(LATENCY_LONG_BATCHES)
 	$(PY) benchmarks/cli_mistakes.py
@@ -231,13 +240,13 @@ bench-dsl: install $(VENV)/.bench-deps
 # One regime at a time.
 .PHONY: bench-default bench-cold bench-realistic bench-long bench-catchup bench-global bench-kafka_sink bench-tune bench-cli bench-dsl bench-latency bench-latency-long-batches scale-test
 bench-default: install $(BENCH_JAR) $(VENV)/.bench-deps .venv-flink/.deps
-	$(PY) benchmarks/bench.py --regime default $(BENCH_ARGS)
+	$(PY) benchmarks/bench --regime default $(BENCH_ARGS)
 
 bench-cold bench-realistic bench-long bench-catchup bench-global: bench-%: install $(BENCH_JAR) $(VENV)/.bench-deps
-	$(PY) benchmarks/bench.py --regime $* $(BENCH_ARGS)
+	$(PY) benchmarks/bench --regime $* $(BENCH_ARGS)
 
 bench-kafka_sink: install $(BENCH_JAR) $(VENV)/.bench-deps $(KAFKA_BROKER)
-	$(PY) benchmarks/bench.py --regime kafka_sink $(BENCH_ARGS)
+	$(PY) benchmarks/bench --regime kafka_sink $(BENCH_ARGS)
 
 # Kafka -> dedup -> Kafka end-to-end latency p50/p90/p99, kstreams and Spark's dedup, real-time
 # and micro-batch (benchmarks/latency.py: a job process per run, the tests' broker), e.g.
@@ -253,15 +262,15 @@ bench-latency: install $(VENV)/.bench-deps $(KAFKA_BROKER)
 bench-latency-long-batches: install $(VENV)/.bench-deps $(KAFKA_BROKER)
 	$(PY) benchmarks/latency.py $(LATENCY_LONG_BATCHES)
 
-# The RocksDB settings experiment behind bench.py's SPARK_ROCKSDB_CONF and KSTREAMS_CONF (long
+# The RocksDB settings experiment behind bench's SPARK_ROCKSDB_CONF and KSTREAMS_CONF (long
 # regime at small sizes, every variant; narrow it with BENCH_ARGS="--tune-variants defaults,changelog").
 bench-tune: install $(BENCH_JAR)
-	$(PY) benchmarks/bench.py --regime long --tune --no-update --live-keys 200000,500000 --batches 8 $(BENCH_ARGS)
+	$(PY) benchmarks/bench --regime long --tune --no-update --live-keys 200000,500000 --batches 8 $(BENCH_ARGS)
 
 # By hand, not part of `make test`: kstreams alone, 2 GB driver, 10M against 1M live keys (1-hour
 # interval); PASS if ms per 20,000-row micro-batch grows at most 1.3x, exit code 1 on FAIL.
 scale-test: install $(BENCH_JAR)
-	$(PY) benchmarks/bench.py --regime scale $(BENCH_ARGS)
+	$(PY) benchmarks/bench --regime scale $(BENCH_ARGS)
 
 clean:
 	rm -rf jvm/target jvm-bench/target project/target project/project $(VENV) .tools python/kstreams_spark/jars/*.jar demo-output

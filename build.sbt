@@ -136,7 +136,7 @@ lazy val root = (project in file("jvm"))
     }.taskValue
   )
 
-// Benchmark-only code (benchmarks/bench.py puts its jar on the driver's classpath): never in the
+// Benchmark-only code (benchmarks/bench puts its jar on the driver's classpath): never in the
 // jar the Python package ships.
 lazy val bench = (project in file("jvm-bench"))
   .dependsOn(root)

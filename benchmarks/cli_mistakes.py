@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 
-from bench import update_section
+from bench.report import update_section
 
 SCRIPT = os.path.join(os.path.dirname(sys.executable), "kstreams-spark")
 BROKER_TIMEOUT_S = 2

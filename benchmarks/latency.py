@@ -22,7 +22,7 @@ Kafka connector, the RocksDB state store: the store Spark's docs recommend for l
 one its real-time mode requires) with master local[8] (a real-time query holds a task slot per
 input partition and per state partition at once) and `spark.sql.shuffle.partitions=2`, the Spark
 UI off; kstreams runs with nothing more (library defaults). Spark's two candidates add the RocksDB
-settings bench.py chose for Spark's dedup (SPARK_ROCKSDB_CONF: changelog checkpointing, which
+settings benchmarks/bench chose for Spark's dedup (SPARK_ROCKSDB_CONF: changelog checkpointing, which
 shortens the state commit each micro-batch waits for, and trackTotalNumberOfRows=false). A
 real-time query gets Spark's real-time soft defaults at start on top (checkpoint format v2, which
 real-time mode requires and refuses v1 for, changelog checkpointing, sortBeforeRepartition off):
@@ -72,7 +72,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import math
 import os
 import random
 import shutil
@@ -84,6 +83,11 @@ import tempfile
 import threading
 import time
 import uuid
+
+from bench.broker import start_broker
+from bench.measure import percentile
+from bench.report import pyplot
+from bench.rounds import rotated
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
@@ -447,12 +451,6 @@ def job_summary(text):
     return {}
 
 
-def percentile(values, q):
-    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
-    ordered = sorted(values)
-    return ordered[max(0, min(len(ordered) - 1, math.ceil(q / 100 * len(ordered)) - 1))]
-
-
 def measure(events, records, start):
     """Latencies and the check of one run's output `records` against the `events` sent."""
     keys = {key for _, key, is_retry, _ in events if not is_retry}
@@ -505,20 +503,6 @@ def measure(events, records, start):
 
 
 # ---------------------------------------------------------------- the benchmark
-
-
-def start_broker(workdir):
-    """The tests' Kafka broker (tests/kafka_broker.py: pinned jars, 127.0.0.1, free ports)."""
-    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
-    from kafka_broker import KafkaBroker
-
-    return KafkaBroker(os.path.join(workdir, "broker")).start()
-
-
-def rotated(items, round_no):
-    """Round `round_no`'s order: each round starts one candidate later."""
-    shift = round_no % len(items) if items else 0
-    return items[shift:] + items[:shift]
 
 
 def describe(r):
@@ -685,13 +669,8 @@ def sustain_cell(s):
 
 def plot(args, results, path):
     """p50 and p99 bars per candidate and rate, log-scale y."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("(matplotlib not installed: no plot)")
+    plt = pyplot()
+    if plt is None:
         return False
     rates, names = args.rate_list, args.candidates
     width = 0.8 / (2 * len(rates))

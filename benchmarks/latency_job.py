@@ -26,13 +26,13 @@ import statistics
 import sys
 import threading
 
-from bench import SPARK_ROCKSDB_CONF
+from bench.candidates import SPARK_ROCKSDB_CONF
 
 CANDIDATES = ("kstreams_real_time", "kstreams_micro_batch", "spark_real_time", "spark_micro_batch")
 # the progress summary leaves out this many first batches with input (JIT, first state loads); a
 # real-time batch lasts the batch duration, its first one spans the warm-up
 WARM_UP_BATCHES = {"micro_batch": 3, "real_time": 1}
-# Spark's candidates: RocksDB (configure_spark) with the settings bench.py chose for Spark's RocksDB
+# Spark's candidates: RocksDB (configure_spark) with the settings benchmarks/bench chose for Spark's RocksDB
 # dedup (changelog checkpointing, no row count; see SPARK_ROCKSDB_CONF there). A real-time query
 # also gets Spark's real-time soft defaults at start: checkpoint format v2 (it refuses v1),
 # changelog checkpointing, sortBeforeRepartition off.

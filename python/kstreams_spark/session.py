@@ -49,7 +49,7 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
     the manual, "Crash safety"; a query keeps the policy it started with. It also turns on RocksDB's
     changelog checkpointing (``spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing
     .enabled``): a micro-batch's commit writes its changes to a file instead of checkpointing the
-    database's files (0.92x the time per micro-batch at 1M live keys in `bench.py --tune`);
+    database's files (0.92x the time per micro-batch at 1M live keys in `benchmarks/bench --tune`);
     Spark's real-time mode turns it on by itself. On a local master, unless
     ``PYSPARK_PYTHON`` is set, it sets that variable of this process to this interpreter (or to
     the builder's ``spark.pyspark.python``, which PySpark reads only under spark-submit), so
