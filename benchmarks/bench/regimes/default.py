@@ -116,12 +116,14 @@ def plot_throughput(results, path, args):
     ran = [r for r in results if "error" not in r and r.get("rows_per_s") == r.get("rows_per_s")]
     names = [r["name"] for r in ran]
     rates = [r["rows_per_s"] / 1000 for r in ran]
-    fig, ax = plt.subplots(figsize=(9, 4))
+    fig, ax = plt.subplots(figsize=(10, 4))
     bars = ax.barh(names, rates, color=["tab:blue" if n == "kstreams" else "tab:gray" for n in names])
     ax.bar_label(bars, labels=[f"{r:,.0f}k" for r in rates], padding=3)
     ax.set_xscale("log")
     ax.set_xlabel("thousand rows/s, log scale (2 cores, local[2]; a fresh process per run)")
-    ax.set_title(f"dedup throughput, {args.rows:,} rows, {args.keys:,} keys, interval {args.interval}")
+    ax.set_title(
+        f"dedup throughput, {args.rows:,} rows, {args.keys:,} keys, interval {args.interval}", fontsize=10
+    )
     ax.invert_yaxis()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
