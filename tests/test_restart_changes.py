@@ -2,9 +2,9 @@
 policy and the dedup store's memory decide no stored state, so a restart may change them and the
 result is the rule's under the new setting from the first record on; the per-partition dedup
 interval may change too, with every stored entry judged by the new interval while an entry already
-dead under the old one stays dead, and so may a windowed distinct's grace; what else decides the
-stored state (operator, the global dedup's interval, windows' size and gap, the windowed
-aggregations' and joins' windows, key, id) is refused (tests/test_bad_input.py)."""
+dead under the old one stays dead, and so may the grace of a windowed distinct and of a windowed
+aggregation; what else decides the stored state (operator, the global dedup's interval, windows'
+size and gap, joins' windows, key, id) is refused (tests/test_bad_input.py)."""
 
 from __future__ import annotations
 
@@ -231,3 +231,62 @@ def test_a_longer_session_grace_keeps_closed_sessions_closed(spark, tmp_path):
     records = with_offsets([Rec("a", 0), Rec("b", 20), Rec("a", 2), Rec("c", 5), Rec("d", 30), Rec("f", 22)])
     run = _restarted(spark, tmp_path, _sessions("0 seconds"), _sessions("20 seconds"), records, 2)
     assert _forwarded(run) == [(0, 0, "a"), (0, 1, "b"), (0, 4, "d"), (0, 5, "f")]
+
+
+def _counted(windows):
+    return lambda d: KStream(d).group_by_key().windowed_by(windows).count().df
+
+
+def _updates(run: StreamRun) -> list[tuple]:
+    """The table's updates: (key, window start s, window end s, count; None for a tombstone), sorted."""
+
+    def seconds(t):
+        return (t - BASE.replace(tzinfo=None)) // dt.timedelta(seconds=1)
+
+    updates = [
+        (r.key, seconds(r.window.start), seconds(r.window.end), r.value) for r in run.output().collect()
+    ]
+    return sorted(updates, key=lambda u: (*u[:3], u[3] is not None, u[3] or 0))  # a tombstone first
+
+
+def test_a_longer_grace_keeps_a_windowed_counts_closed_windows_closed(spark, tmp_path):
+    """The first test's records through a windowed count (10 s windows, grace 0 s, then 20 s): after
+    the restart a@5, b@15 and d@8 are late (their windows closed at stream time 25 s, and their
+    results were emitted: 20 s of grace cannot open them again, though it would reach them);
+    c@28 counts 2 in [20 s, 30 s), which stays open under 20 s of grace past f@35, so a@26 counts
+    there too (0 s would have closed it at 30 s)."""
+    records = with_offsets(
+        [Rec("a", 1), Rec("b", 12), Rec("c", 25)]
+        + [Rec("a", 5), Rec("b", 15), Rec("c", 28), Rec("d", 8), Rec("e", 22), Rec("f", 35), Rec("a", 26)]
+    )
+    tumbling = lambda grace: _counted(TimeWindows.of_size_and_grace("10 seconds", grace))  # noqa: E731
+    run = _restarted(spark, tmp_path, tumbling("0 seconds"), tumbling("20 seconds"), records, 3)
+    assert _updates(run) == [
+        ("a", 0, 10, 1),
+        ("a", 20, 30, 1),
+        ("b", 10, 20, 1),
+        ("c", 20, 30, 1),
+        ("c", 20, 30, 2),
+        ("e", 20, 30, 1),
+        ("f", 30, 40, 1),
+    ]
+
+
+def test_a_shorter_grace_closes_a_windowed_counts_windows_from_the_first_record(spark, tmp_path):
+    """Tumbling 10 s windows, grace 20 s, then 0 s: [0 s, 10 s) was open at stream time 25 s; after
+    the restart a@3 is late (10 <= 25 - 0) and c@26 counts in its window."""
+    records = with_offsets([Rec("a", 1), Rec("b", 25), Rec("a", 3), Rec("c", 26)])
+    tumbling = lambda grace: _counted(TimeWindows.of_size_and_grace("10 seconds", grace))  # noqa: E731
+    run = _restarted(spark, tmp_path, tumbling("20 seconds"), tumbling("0 seconds"), records, 2)
+    assert _updates(run) == [("a", 0, 10, 1), ("b", 20, 30, 1), ("c", 20, 30, 1)]
+
+
+def test_a_longer_grace_keeps_a_session_counts_closed_sessions_closed(spark, tmp_path):
+    """Session count, 5 s gap, grace 0 s, then 20 s. Partition 0 stops at stream time 20 s: a's
+    session [0 s, 0 s] is closed (and evicted). After the restart a@2 (it would join it) and c@5
+    are late (their sessions end before 20 s - 5 s); d@30 opens a session, and so does f@22 (22 s
+    is within 20 s of grace of stream time 30 s; 0 s would make it late)."""
+    records = with_offsets([Rec("a", 0), Rec("b", 20), Rec("a", 2), Rec("c", 5), Rec("d", 30), Rec("f", 22)])
+    sessions = lambda grace: _counted(SessionWindows.of_inactivity_gap_and_grace("5 seconds", grace))  # noqa: E731
+    run = _restarted(spark, tmp_path, sessions("0 seconds"), sessions("20 seconds"), records, 2)
+    assert _updates(run) == [("a", 0, 0, 1), ("b", 20, 20, 1), ("d", 30, 30, 1), ("f", 22, 22, 1)]

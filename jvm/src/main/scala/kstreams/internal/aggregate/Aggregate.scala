@@ -4,7 +4,7 @@ package aggregate
 
 import scala.collection.mutable
 
-import org.apache.spark.sql.{Column, Encoders, Row}
+import org.apache.spark.sql.{Column, DataFrame, Encoders, Row}
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.kstreams.ColumnFunction
 import org.apache.spark.sql.streaming._
@@ -104,8 +104,25 @@ private[kstreams] object Aggregate {
     // one metric shape for every aggregation, whether or not a reason can occur in it
     val reasons = Seq(DropReasons.NullKey, DropReasons.NullValue, late.reason, DropReasons.Idempotent)
     val idleMs = PartitionClocks.idleTimeoutMs(spark)
+    // a batch DataFrame has no checkpoint, so no grace of an earlier run
+    val streaming = stream.df.isStreaming
     def spread = TaskClocks.prepare(input, join = false)
     val keyType = input.keyField.dataType
+
+    /** A windowed aggregation, its descriptor with its windows; a restart may change their grace
+      * (the windows closed under the old one stay closed: [[kstreams.internal.state.ClosedFloors]]). */
+    def windowedRun(
+        name: String,
+        withWindows: OperatorDescriptor => OperatorDescriptor,
+        processor: WindowedAggregateProcessor): DataFrame =
+      Stateful.runAll(
+        spread.grouped,
+        processor,
+        TaskClocks.describe(withWindows(input.descriptor(name)).mayChangeOnRestart("grace")),
+        TimeMode.None(),
+        outputSchema,
+        reasons)
+
     val all = windowing match {
       case Unwindowed =>
         Stateful.runAll(
@@ -117,25 +134,35 @@ private[kstreams] object Aggregate {
           reasons
         )
       case Tumbling(windows) =>
-        val name = fold.name + "_windowed"
-        Stateful.runAll(
-          spread.grouped,
-          new TumblingAggregateProcessor(spread.layout, keyType, initial, adder, windows, idleMs, drop, late),
-          TaskClocks.describe(input.descriptor(name).windows(windows)),
-          TimeMode.None(),
-          outputSchema,
-          reasons
-        )
+        windowedRun(
+          fold.name + "_windowed",
+          _.windows(windows),
+          new TumblingAggregateProcessor(
+            spread.layout,
+            keyType,
+            initial,
+            adder,
+            windows,
+            idleMs,
+            streaming,
+            drop,
+            late))
       case Sessions(windows) =>
-        val name = fold.name + "_session_windowed"
         val merger = resolve("session merger", aggType, fold.merger.getOrElse(fold.adder))
-        Stateful.runAll(
-          spread.grouped,
-          new SessionAggregateProcessor(spread.layout, keyType, initial, adder, merger, windows, idleMs, drop, late),
-          TaskClocks.describe(input.descriptor(name).windows(windows)),
-          TimeMode.None(),
-          outputSchema,
-          reasons
+        windowedRun(
+          fold.name + "_session_windowed",
+          _.windows(windows),
+          new SessionAggregateProcessor(
+            spread.layout,
+            keyType,
+            initial,
+            adder,
+            merger,
+            windows,
+            idleMs,
+            streaming,
+            drop,
+            late)
         )
     }
     val cols = stream.columns

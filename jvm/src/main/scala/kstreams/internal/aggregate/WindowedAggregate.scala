@@ -12,7 +12,7 @@ import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types._
 
 import kstreams.internal.plan._
-import kstreams.internal.state.{KeyBuckets, PartitionClocks}
+import kstreams.internal.state.{ClosedFloors, KeyBuckets, PartitionClocks}
 
 /** One window of a key: its bounds (micros), aggregate and result timestamp (KIP-258). */
 private[aggregate] final case class KeyWindow(start: Long, end: Long, aggregate: Any, ts: Long)
@@ -33,7 +33,9 @@ private[aggregate] final class KeyWindows(val key: Any, var windows: Vector[KeyW
   *    window per `size` of its grace, or its sessions);
   *  - `chunks`/`chunkCounts` ([[KeyBuckets]]): the keys written under each bucket of their
   *    windows' expiry, so eviction reads only the keys of buckets that died;
-  *  - `partitionClocks` ([[PartitionClocks]]): every partition's stream time.
+  *  - `partitionClocks` ([[PartitionClocks]]): every partition's stream time;
+  *  - `closedBelow` ([[ClosedFloors]]): per partition, the window end up to which windows stay
+  *    closed whatever the grace, set by a restart that changed the grace.
   *
   * Why the result never depends on when eviction ran: a window is removed only once it has
   * expired ([[expiryMicros]] below the smallest stream time of the partitions still delivering);
@@ -46,11 +48,13 @@ private[kstreams] abstract class WindowedAggregateProcessor(
     keyType: DataType,
     adder: ColumnFunction,
     idleMs: Long,
-    bucketMicros: Long,
+    graceMicros: Long,
+    streaming: Boolean,
     drop: DropMarker,
     late: LateRows)
     extends StatefulProcessor[Int, Row, Row]
-    with RealTimeCapable {
+    with RealTimeCapable
+    with RecordedSettings {
 
   @transient private var entries: MapState[Array[Byte], Row] = _
   // across calls: in a real-time batch each call holds one row
@@ -59,7 +63,26 @@ private[kstreams] abstract class WindowedAggregateProcessor(
   @transient private var clocks: PartitionClocks = _
   @transient private lazy val keyBytes = new ValueSerializer(keyType)
 
+  private val graceHistory = new SettingHistory("grace")
+
+  /** The grace of each run of the checkpoint since a restart first changed it (one value if none). */
+  @transient protected var graces: Vector[Long] = _
+
+  /** Per input partition, the window end up to which (tumbling: at or below; sessions: the merged
+    * end plus gap below) every window stays closed, whatever the grace: set by a restart that
+    * changed it. */
+  @transient private var closedBelow: ClosedFloors = _
+
+  /** Per group, its partitions' floors of `closedBelow`, read once per task. */
+  @transient private lazy val floors = mutable.HashMap.empty[Int, Map[Int, Long]]
+
   protected val keyed: Keyed.Layout = layout.keyed
+
+  override def recorded(queryId: String, history: Seq[String]): Unit = graceHistory.record(queryId, history)
+
+  /** The width of the eviction index's time buckets: fixed by the checkpoint's first grace
+    * (`firstGraceMicros`), since the buckets' keys depend on it. */
+  protected def bucketMicros(firstGraceMicros: Long): Long
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
     val window = StructType(
@@ -72,8 +95,10 @@ private[kstreams] abstract class WindowedAggregateProcessor(
     val entry = StructType(
       Seq(StructField("key", keyType), StructField("windows", ArrayType(window, containsNull = false))))
     entries = getHandle.getMapState[Array[Byte], Row]("windows", Encoders.BINARY, Encoders.row(entry), TTLConfig.NONE)
-    index = new KeyBuckets(getHandle, bucketMicros, "chunks")
+    graces = graceHistory.inTask(getHandle, streaming, current = graceMicros)
+    index = new KeyBuckets(getHandle, bucketMicros(graces.head), "chunks")
     clocks = new PartitionClocks(getHandle, idleMs)
+    closedBelow = new ClosedFloors(getHandle)
   }
 
   /** The stream time from which on the window can go: no record of a partition whose stream time
@@ -86,18 +111,22 @@ private[kstreams] abstract class WindowedAggregateProcessor(
     windows.filter(w => expiryMicros(w) >= evictBefore)
 
   /** Folds record `r` of timestamp `ts` into `entry` (setting `changed`), its partition being at
-    * `streamTime` (this record included), adding what it emits to `out`; returns the windows it
-    * wrote, for the eviction index. */
+    * `streamTime` (this record included) with the floor `closedUpTo` ([[ClosedFloors]];
+    * Long.MinValue without one), adding what it emits to `out`; returns the windows it wrote, for
+    * the eviction index. */
   protected def fold(
       entry: KeyWindows,
       r: Row,
       ts: Long,
       streamTime: Long,
+      closedUpTo: Long,
       out: mutable.ArrayBuffer[Row]): Seq[KeyWindow]
 
   override def handleInputRows(group: Int, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
     val nowMs = timerValues.getCurrentProcessingTimeInMs()
     clocks.begin(nowMs)
+    // before any stream time moves
+    val groupFloors = floors.getOrElseUpdate(group, closedBelow.judge(graces, clocks.streamTimes))
     val cache = mutable.HashMap.empty[ByteBuffer, KeyWindows]
     val out = mutable.ArrayBuffer.empty[Row]
     rows.foreach { r =>
@@ -109,7 +138,8 @@ private[kstreams] abstract class WindowedAggregateProcessor(
         val bytes = ByteBuffer.wrap(keyBytes(key))
         val entry = cache.getOrElseUpdate(bytes, load(bytes).getOrElse(new KeyWindows(key, Vector.empty)))
         val streamTime = clocks.streamTime(partition, r.getLong(layout.batchStreamTimeIndex))
-        fold(entry, r, r.getLong(keyed.timestampMicrosIndex), streamTime, out).foreach(w =>
+        val closedUpTo = groupFloors.getOrElse(partition, Long.MinValue)
+        fold(entry, r, r.getLong(keyed.timestampMicrosIndex), streamTime, closedUpTo, out).foreach(w =>
           index.add(expiryMicros(w), bytes))
       }
     }
@@ -120,8 +150,11 @@ private[kstreams] abstract class WindowedAggregateProcessor(
         cache(bytes) = entry
         val kept = keep(entry.windows, evictBefore)
         if (kept.size != entry.windows.size) { entry.windows = kept; entry.changed = true }
+        // after a longer grace a window outlives the bucket it was listed under: list it again
+        if (graces.size > 1) kept.foreach(w => index.add(expiryMicros(w), bytes))
       }
     }
+    index.flush()
     cache.foreach { case (bytes, entry) =>
       if (entry.changed) {
         if (entry.windows.isEmpty) entries.removeKey(bytes.array())
@@ -156,9 +189,12 @@ private[kstreams] final class TumblingAggregateProcessor(
     adder: ColumnFunction,
     windows: TimeWindows,
     idleMs: Long,
+    streaming: Boolean,
     drop: DropMarker,
     late: LateRows)
-    extends WindowedAggregateProcessor(layout, keyType, adder, idleMs, windows.sizeMicros, drop, late) {
+    extends WindowedAggregateProcessor(layout, keyType, adder, idleMs, windows.graceMicros, streaming, drop, late) {
+
+  override protected def bucketMicros(firstGraceMicros: Long): Long = windows.sizeMicros
 
   // closed (end + grace <= stream time) is expired: the window can go once every partition is there
   override protected def expiryMicros(w: KeyWindow): Long = w.end + windows.graceMicros - 1
@@ -168,12 +204,14 @@ private[kstreams] final class TumblingAggregateProcessor(
       r: Row,
       ts: Long,
       streamTime: Long,
+      closedUpTo: Long,
       out: mutable.ArrayBuffer[Row]): Seq[KeyWindow] = {
     val valueIndex = keyed.valueIndex(0)
     val start = Math.floorDiv(ts, windows.sizeMicros) * windows.sizeMicros
     val end = start + windows.sizeMicros
-    // Kafka's rule: the window is closed once the stream time reaches end + grace
-    if (end + windows.graceMicros <= streamTime) { out += late(r, valueIndex); Nil }
+    // Kafka's rule: the window is closed once the stream time reaches end + grace (or it closed
+    // under an earlier run's grace: [[ClosedFloors]])
+    if (end + windows.graceMicros <= streamTime || end <= closedUpTo) { out += late(r, valueIndex); Nil }
     else {
       val stored = entry.windows.find(_.start == start)
       // a null aggregate is no aggregate, as in Kafka's stores (a put of null deletes): the next
@@ -216,16 +254,13 @@ private[kstreams] final class SessionAggregateProcessor(
     merger: ColumnFunction,
     windows: SessionWindows,
     idleMs: Long,
+    streaming: Boolean,
     drop: DropMarker,
     late: LateRows)
-    extends WindowedAggregateProcessor(
-      layout,
-      keyType,
-      adder,
-      idleMs,
-      math.max(windows.gapMicros + windows.graceMicros, 1000L),
-      drop,
-      late) {
+    extends WindowedAggregateProcessor(layout, keyType, adder, idleMs, windows.graceMicros, streaming, drop, late) {
+
+  override protected def bucketMicros(firstGraceMicros: Long): Long =
+    math.max(windows.gapMicros + firstGraceMicros, 1000L)
 
   /** A record that is not late and touches session `s` has `ts <= s.end + gap` and a merged session
     * that ends at `streamTime - grace - gap` or later; only a later session of the key within
@@ -249,6 +284,7 @@ private[kstreams] final class SessionAggregateProcessor(
       r: Row,
       ts: Long,
       streamTime: Long,
+      closedUpTo: Long,
       out: mutable.ArrayBuffer[Row]): Seq[KeyWindow] = {
     val valueIndex = keyed.valueIndex(0)
     // every session the record touches: none that could change its result has been evicted
@@ -259,9 +295,11 @@ private[kstreams] final class SessionAggregateProcessor(
     val start = (ts +: touching.map(_.start)).min
     val end = (ts +: touching.map(_.end)).max
     // Kafka's rule (KStreamSessionWindowAggregate): late when the merged session ends before
-    // `streamTime - grace - gap`
-    if (end + windows.graceMicros + windows.gapMicros < streamTime) { out += late(r, valueIndex); Nil }
-    else {
+    // `streamTime - grace - gap` (or before `floor - gap`, closed under an earlier run's grace:
+    // [[ClosedFloors]])
+    if (end + windows.graceMicros + windows.gapMicros < streamTime || end + windows.gapMicros < closedUpTo) {
+      out += late(r, valueIndex); Nil
+    } else {
       // As Kafka: the touched sessions' aggregates are merged into a fresh initial aggregate
       // (reduce has none: the first session's aggregate starts it)
       val aggregates = touching.map(_.aggregate)

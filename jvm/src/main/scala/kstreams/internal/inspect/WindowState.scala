@@ -6,7 +6,7 @@ import org.apache.spark.sql.{Column, DataFrame}
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.types.StructType
 
-import kstreams.internal.window.WindowProcessor
+import kstreams.internal.state.ClosedFloors
 
 /** The open windows of a windowed distinct (spec section 3), per input partition: a window whose
   * first record was forwarded and that can still take records, so that a record of its key and
@@ -16,7 +16,7 @@ import kstreams.internal.window.WindowProcessor
   * a session can be joined while stream time is at most end + gap + grace. Windows closed by the
   * partition's stream time that the operator has not swept yet are left out, as are tumbling
   * windows a restart that changed the grace keeps closed (`closedBelow`,
-  * `kstreams.internal.window.WindowProcessor`); the grace is the last run's.
+  * `kstreams.internal.state.ClosedFloors`); the grace is the last run's.
   */
 private[inspect] object WindowState {
 
@@ -47,7 +47,7 @@ private[inspect] object WindowState {
   /** `windows` with their partition's stream time and `closed_up_to`: the window end at or below
     * which a tumbling window of that partition stays closed, as the next record of a run with the
     * last grace meets it. That is the partition's stored floor or, for a group not judged since the
-    * grace changed, the floor that record's judgement will set (`WindowProcessor.judge`: stream time
+    * grace changed, the floor that record's judgement will set (`ClosedFloors.judge`: stream time
     * minus the smallest grace from the run that last judged it to the last one); Long.MinValue for
     * none. */
   private def withClosedUpTo(windows: DataFrame, state: StateVariables, graces: Seq[Long]): DataFrame = {
@@ -56,7 +56,7 @@ private[inspect] object WindowState {
     if (!state.names.contains("closedBelow")) return withTimes.withColumn("closed_up_to", lit(Long.MinValue))
     val last = graces.size - 1
     val closedBelow = state("closedBelow")
-    val isTag = col("user_map_key.value") === lit(WindowProcessor.TagKey)
+    val isTag = col("user_map_key.value") === lit(ClosedFloors.TagKey)
     val stored = closedBelow
       .where(!isTag)
       .select(state.group, col("user_map_key.value").as("partition"), col("user_map_value.value").as("stored_floor"))

@@ -79,6 +79,9 @@ private[kstreams] final class PartitionClocks(
     * before its first record. */
   def current(partition: Int): Long = clocks.get(partition).map(_.streamTimeMicros).getOrElse(Long.MinValue)
 
+  /** Every partition's stream time so far (after [[begin]]: as the micro-batch starts). */
+  def streamTimes: Iterator[(Int, Long)] = clocks.iterator.map { case (p, c) => p -> c.streamTimeMicros }
+
   /** The most advanced partition's stream time (Long.MinValue before any). */
   def fastest: Long = if (clocks.isEmpty) Long.MinValue else clocks.values.map(_.streamTimeMicros).max
 

@@ -134,9 +134,8 @@ private[kstreams] abstract class WindowProcessor(
   @transient private var graces: Vector[Long] = _
 
   /** Per input partition of the group, the window end at or below which (tumbling; below which,
-    * session) every window stays closed, whatever the grace: set by a restart that changed the
-    * grace ([[judge]]); under [[WindowProcessor.TagKey]], the run that last judged the group. */
-  @transient private var closedBelow: MapState[Int, Long] = _
+    * session) every window stays closed, whatever the grace: set by a restart that changed it. */
+  @transient private var closedBelow: ClosedFloors = _
 
   /** Per group, its partitions' floors of `closedBelow`, read once per task. */
   @transient private lazy val floors = scala.collection.mutable.HashMap.empty[Int, Map[Int, Long]]
@@ -146,7 +145,7 @@ private[kstreams] abstract class WindowProcessor(
   protected def initStore(): Unit
 
   /** Handles one record of a non-null key; returns the output row (forwarded or a marker).
-    * `closedUpTo`: the floor of the record's partition ([[closedBelow]]; Long.MinValue without one). */
+    * `closedUpTo`: the floor of the record's partition ([[ClosedFloors]]; Long.MinValue without one). */
   protected def process(row: Row, key: Row, ts: Long, streamTime: Long, closedUpTo: Long): Row
 
   /** Removes the state that no record at stream time >= `streamTime` can reach. */
@@ -156,40 +155,14 @@ private[kstreams] abstract class WindowProcessor(
     streamTimes = getHandle.getMapState[Int, Long]("streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
     sweeper = new Sweeper(getHandle, retainMicros)
     lastRecordMs = getHandle.getValueState[Long]("lastRecordMs", Encoders.scalaLong, TTLConfig.NONE)
-    closedBelow = getHandle.getMapState[Int, Long]("closedBelow", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
+    closedBelow = new ClosedFloors(getHandle)
     graces = graceHistory.inTask(getHandle, streaming = useTimers, current = graceMicros)
     initStore()
   }
 
-  /** The group's floors, after judging it under this run's grace once per run that changed it.
-    *
-    * Why this is exact (the manual, "Operating a query": from the first record after a restart every
-    * window is judged by the new grace, and a window already closed under the old one when the
-    * query stopped stays closed): a partition's stream time moves only while it gets records, so
-    * from the run that last judged the group to this one it stayed where it is now, and a window
-    * closed at the end of any of those runs is one that ends at or below `streamTime - that run's
-    * grace` (tumbling; below, session): together, at or below `streamTime - the smallest of their
-    * graces`. That bound is kept per partition (its state may be gone already: a window swept is
-    * no longer in the store, and without the bound a longer grace would open it again and forward
-    * its next record as the first); windows above it are judged by this run's grace. */
-  private def judge(): Map[Int, Long] =
-    if (graces.size == 1) Map.empty // never changed: no floor, and nothing to read
-    else {
-      val judgedAt =
-        if (closedBelow.containsKey(WindowProcessor.TagKey)) closedBelow.getValue(WindowProcessor.TagKey).toInt else 0
-      SettingHistory.smallestSince(graces, judgedAt).foreach { smallest =>
-        streamTimes.iterator().foreach { case (partition, streamTime) =>
-          val floor = streamTime - smallest
-          if (!closedBelow.containsKey(partition) || closedBelow.getValue(partition) < floor)
-            closedBelow.updateValue(partition, floor)
-        }
-        closedBelow.updateValue(WindowProcessor.TagKey, graces.size - 1L)
-      }
-      closedBelow.iterator().filter(_._1 != WindowProcessor.TagKey).toMap
-    }
-
   override def handleInputRows(group: Int, rows: Iterator[Row], timerValues: TimerValues): Iterator[Row] = {
-    val groupFloors = floors.getOrElseUpdate(group, judge()) // before any stream time moves
+    // before any stream time moves
+    val groupFloors = floors.getOrElseUpdate(group, closedBelow.judge(graces, streamTimes.iterator()))
     val times = new StreamTimes(streamTimes)
     rows.map { row =>
       order.check(row)
@@ -332,11 +305,4 @@ private[kstreams] final class SessionDistinctProcessor(
     }
     sessions.exists()
   }
-}
-
-private[kstreams] object WindowProcessor {
-
-  /** The key of `closedBelow` that holds the index (in the grace's history) of the run that last
-    * judged the group: not a partition number. */
-  val TagKey: Int = Int.MinValue
 }
