@@ -290,3 +290,34 @@ def test_a_longer_grace_keeps_a_session_counts_closed_sessions_closed(spark, tmp
     sessions = lambda grace: _counted(SessionWindows.of_inactivity_gap_and_grace("5 seconds", grace))  # noqa: E731
     run = _restarted(spark, tmp_path, sessions("0 seconds"), sessions("20 seconds"), records, 2)
     assert _updates(run) == [("a", 0, 0, 1), ("b", 20, 20, 1), ("d", 30, 30, 1), ("f", 22, 22, 1)]
+
+
+def test_a_partition_idle_in_a_run_is_held_to_that_runs_grace(spark, tmp_path):
+    """A windowed count over three runs, grace 20 s, 0 s, then 20 s again; both partitions at stream
+    time 25 s after the first, where [0 s, 10 s) is open (it closes at 30 s under 20 s of grace).
+    Partition 1 gets no record in the middle run: its stream time stays at 25 s, so under that
+    run's 0 s its window [0 s, 10 s) closed there, and x@2 is late in the third run although 20 s
+    of grace would reach it; y@26 counts 2 in the open [20 s, 30 s)."""
+    tumbling = lambda grace: _counted(TimeWindows.of_size_and_grace("10 seconds", grace))  # noqa: E731
+    records = with_offsets(
+        [Rec("a", 1), Rec("b", 25), Rec("x", 1, partition=1), Rec("y", 25, partition=1)]
+        + [Rec("c", 26)]
+        + [Rec("x", 2, partition=1), Rec("a", 3), Rec("y", 26, partition=1)]
+    )
+    run = StreamRun(spark, str(tmp_path), tumbling("20 seconds"))
+    for grace, batch in [
+        ("20 seconds", records[:4]),
+        ("0 seconds", records[4:5]),
+        ("20 seconds", records[5:]),
+    ]:
+        run.op = tumbling(grace)
+        run.add_batch(batch)
+        run.run()
+    assert _updates(run) == [
+        ("a", 0, 10, 1),
+        ("b", 20, 30, 1),
+        ("c", 20, 30, 1),
+        ("x", 0, 10, 1),
+        ("y", 20, 30, 1),
+        ("y", 20, 30, 2),
+    ]
