@@ -63,47 +63,67 @@ from bench.regimes.scale import scale_test  # noqa: E402
 from bench.regimes.scaling import scaling  # noqa: E402
 from bench.rounds import fresh_run  # noqa: E402
 
+# The options: (flag, default or a type's default, help); an int default makes an int option, a
+# bool one a flag, a list one a repeatable option. The regimes read only what they need.
+OPTIONS = [
+    ("--rows", 2_000_000, "default/global/kafka_sink: rows"),
+    ("--keys", 1_500_000, "default/global/kafka_sink: distinct keys (ids)"),
+    ("--dup-every", 4, "every n-th row duplicates the previous (4: 25%%)"),
+    ("--partitions", 16, "input partitions"),
+    ("--files", 16, "Parquet files = micro-batches"),
+    ("--spread-ms", 0, "out-of-order spread of event times"),
+    (
+        "--interval",
+        "10 seconds",
+        "the dedup interval of the default, realistic, global and kafka_sink regimes",
+    ),
+    ("--only", None, "comma-separated candidate names to run"),
+    ("--repeat", 3, "rounds of every candidate (order rotating by round); the median round counts"),
+    (
+        "--flink-python",
+        os.path.join(REPO, ".venv-flink", "bin", "python"),
+        "PyFlink's virtualenv (make bench)",
+    ),
+    ("--conf", [], "an extra Spark setting KEY=VALUE for every candidate (repeatable)"),
+    ("--no-update", False, "do not touch RESULTS.md or results/"),
+    ("--note", "", "a note for the history line"),
+    ("--scaling", False, "instead: the scaling series, written to results/scaling.json/png and RESULTS.md"),
+    ("--scaling-rows", "1000000,4000000,16000000", "scaling: row counts"),
+    ("--scaling-keys", "10000,1000000,10000000", "scaling: key counts at 4M rows"),
+    ("--topic-partitions", 4, "kafka_sink: partitions of each output topic"),
+    ("--long-interval", "1 hour", "the cold, long, catchup and scale regimes' interval"),
+    ("--live-keys", "1000000,3000000", "long: live keys built up before the measured micro-batches"),
+    ("--batch-rows", 20_000, "cold/long/scale: rows per measured micro-batch"),
+    ("--batches", 15, "cold/long/scale: measured micro-batches"),
+    ("--build-rows", 1_000_000, "long/scale: at most this many rows per build-up micro-batch"),
+    ("--catchup-rows", 1_000_000, "catchup: rows of the first micro-batch"),
+    ("--cold-live-keys", 1_000_000, "cold: rows (all new keys) of the first micro-batch, then live"),
+    ("--cold-partitions", 8, "cold and realistic: input partitions"),
+    ("--realistic-rows", 2_000_000, "realistic: events"),
+    ("--realistic-batches", 40, "realistic: micro-batches"),
+    ("--tune", False, "long/catchup/global: kstreams and Spark's RocksDB dedup under every TUNING variant"),
+    ("--tune-variants", None, "with --tune: comma-separated TUNING variants (default: all)"),
+    ("--scale-keys", "1000000,10000000", "scale: the small and the large live-key count"),
+    (
+        "--scale-max-ratio",
+        1.3,
+        "scale: PASS if ms per micro-batch at the large count / the small one <= this",
+    ),
+]
+# one candidate's run in this process: what the fresh regimes start (rounds.fresh_run)
+FRESH_RUN_OPTIONS = [
+    ("--fresh-run", None),
+    ("--fresh-source", None),
+    ("--fresh-workdir", None),
+    ("--fresh-interval", None),
+    ("--fresh-skip", 0),
+    ("--fresh-verify", None),
+    ("--fresh-warmup", None),
+]
+
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rows", type=int, default=2_000_000)
-    p.add_argument("--keys", type=int, default=1_500_000)
-    p.add_argument(
-        "--dup-every", type=int, default=4, help="every n-th row duplicates the previous (4: 25%%)"
-    )
-    p.add_argument("--partitions", type=int, default=16)
-    p.add_argument("--files", type=int, default=16, help="Parquet files = micro-batches")
-    p.add_argument("--spread-ms", type=int, default=0, help="out-of-order spread of event times")
-    p.add_argument("--interval", default="10 seconds")
-    p.add_argument("--only", help="comma-separated candidate names to run")
-    p.add_argument(
-        "--repeat",
-        type=int,
-        default=3,
-        help="rounds of every candidate (order rotating by round); the median round counts",
-    )
-    p.add_argument(
-        "--flink-python",
-        default=os.path.join(REPO, ".venv-flink", "bin", "python"),
-        help="python of a virtualenv with apache-flink (make bench creates .venv-flink)",
-    )
-    p.add_argument(
-        "--conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="an extra Spark setting for every candidate (repeatable)",
-    )
-    p.add_argument("--no-update", action="store_true", help="do not touch RESULTS.md or results/")
-    p.add_argument("--note", default="", help="a note for the history line")
-    p.add_argument(
-        "--scaling",
-        action="store_true",
-        help="instead: the scaling series (kstreams and Spark's RocksDB dedup), written to "
-        "results/scaling.json/png and RESULTS.md",
-    )
-    p.add_argument("--scaling-rows", default="1000000,4000000,16000000")
-    p.add_argument("--scaling-keys", default="10000,1000000,10000000", help="key counts at 4M rows")
     p.add_argument(
         "--regime",
         default="default",
@@ -111,59 +131,15 @@ def parse_args(argv=None):
         help="every regime is described above; all: every one of them in turn, each in a process of "
         "its own (make bench); scale: the scale test (make scale-test)",
     )
-    p.add_argument(
-        "--topic-partitions", type=int, default=4, help="kafka_sink: partitions of each output topic"
-    )
-    p.add_argument("--long-interval", default="1 hour", help="the long, catchup and scale regimes' interval")
-    p.add_argument(
-        "--live-keys",
-        default="1000000,3000000",
-        help="long regime: live keys built up before the measured micro-batches (comma-separated)",
-    )
-    p.add_argument("--batch-rows", type=int, default=20_000, help="long/scale: rows per measured micro-batch")
-    p.add_argument("--batches", type=int, default=15, help="long/scale: measured micro-batches")
-    p.add_argument(
-        "--build-rows",
-        type=int,
-        default=1_000_000,
-        help="long/scale: at most this many rows per build-up micro-batch",
-    )
-    p.add_argument(
-        "--catchup-rows", type=int, default=1_000_000, help="catchup: rows of the first micro-batch"
-    )
-    p.add_argument(
-        "--cold-live-keys",
-        type=int,
-        default=1_000_000,
-        help="cold: rows (all new keys) of the first micro-batch, then live through the measured ones",
-    )
-    p.add_argument("--cold-partitions", type=int, default=8, help="cold and realistic: input partitions")
-    p.add_argument("--realistic-rows", type=int, default=2_000_000, help="realistic: events")
-    p.add_argument("--realistic-batches", type=int, default=40, help="realistic: micro-batches")
-    # one candidate's run in this process: what the fresh regimes start (rounds.fresh_run)
-    p.add_argument("--fresh-run", help=argparse.SUPPRESS)
-    p.add_argument("--fresh-source", help=argparse.SUPPRESS)
-    p.add_argument("--fresh-workdir", help=argparse.SUPPRESS)
-    p.add_argument("--fresh-interval", help=argparse.SUPPRESS)
-    p.add_argument("--fresh-skip", type=int, default=0, help=argparse.SUPPRESS)
-    p.add_argument("--fresh-verify", help=argparse.SUPPRESS)
-    p.add_argument("--fresh-warmup", help=argparse.SUPPRESS)
-    p.add_argument(
-        "--tune",
-        action="store_true",
-        help="long/catchup/global: kstreams and Spark's RocksDB dedup under every RocksDB setting "
-        "variant of TUNING (the experiment behind SPARK_ROCKSDB_CONF)",
-    )
-    p.add_argument("--tune-variants", help="with --tune: comma-separated TUNING variants (default: all)")
-    p.add_argument(
-        "--scale-keys", default="1000000,10000000", help="scale: the small and the large live-key count"
-    )
-    p.add_argument(
-        "--scale-max-ratio",
-        type=float,
-        default=1.3,
-        help="scale: PASS if median ms per micro-batch at the large count / at the small one <= this",
-    )
+    for flag, default, help_text in OPTIONS + [(*o, argparse.SUPPRESS) for o in FRESH_RUN_OPTIONS]:
+        if isinstance(default, bool):
+            p.add_argument(flag, action="store_true", help=help_text)
+        elif isinstance(default, list):
+            p.add_argument(flag, action="append", default=list(default), help=help_text)
+        elif default is None:
+            p.add_argument(flag, help=help_text)
+        else:
+            p.add_argument(flag, type=type(default), default=default, help=help_text)
     return p.parse_args(argv)
 
 

@@ -107,6 +107,11 @@ def throughput(results, args, thousands=False):
     ]
 
 
+def timing(results, args, header, key):
+    """The columns of a time in ms: its median, the ratio to the reference, every round."""
+    return [number(header, key), versus_reference(results, args, key), every_round("every round, ms", key)]
+
+
 PEAK_STATE = [
     number("peak state rows", "peak_state_rows"),
     megabytes("peak state MB", "peak_state_bytes", 1),

@@ -12,12 +12,10 @@ from bench.report import (
     CANDIDATE,
     HEAP,
     Column,
-    every_round,
     finish,
     megabytes,
-    number,
     regime_table,
-    versus_reference,
+    timing,
 )
 from bench.rounds import warm_session
 
@@ -50,9 +48,12 @@ def regime_catchup(args):
         results,
         [CANDIDATE],
         [
-            number(f"ms for the first micro-batch ({args.catchup_rows:,} rows, median)", "median_ms"),
-            versus_reference(results, args, "median_ms"),
-            every_round("every round, ms", "median_ms"),
+            *timing(
+                results,
+                args,
+                f"ms for the first micro-batch ({args.catchup_rows:,} rows, median)",
+                "median_ms",
+            ),
             Column("rows/s in it", lambda r: f"{args.catchup_rows / r['median_ms'] * 1000:,.0f}"),
             *HEAP,
             megabytes("peak state MB", "peak_state_bytes", 1),

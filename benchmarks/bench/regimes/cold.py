@@ -11,11 +11,9 @@ from bench.expected import CHECKED
 from bench.report import (
     CANDIDATE,
     Column,
-    every_round,
     finish,
-    number,
     regime_table,
-    versus_reference,
+    timing,
 )
 from bench.rounds import fresh_workdir
 
@@ -62,12 +60,8 @@ def regime_cold(args):
         results,
         [CANDIDATE],
         [
-            number(f"first micro-batch ({args.cold_live_keys:,} new keys), ms", "first_ms"),
-            versus_reference(results, args, "first_ms"),
-            every_round("every round, ms", "first_ms"),
-            number(f"then per {args.batch_rows:,}-row micro-batch, median ms", "median_ms"),
-            versus_reference(results, args, "median_ms"),
-            every_round("every round, ms", "median_ms"),
+            *timing(results, args, f"first micro-batch ({args.cold_live_keys:,} new keys), ms", "first_ms"),
+            *timing(results, args, f"then per {args.batch_rows:,}-row micro-batch, median ms", "median_ms"),
             Column(
                 "forwarded (checked)",
                 lambda r: f"{r['forwarded']:,}" + (" (yes)" if r["name"] in expected else " (no model)"),
