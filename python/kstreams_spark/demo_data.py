@@ -45,7 +45,20 @@ def generate(
     i when read with maxFilesPerTrigger=1) and returns what it wrote. An event is late with
     ``late_probability``: it goes out at the end of its partition's batch ``late_by_files`` files
     later (so none in the last ones). Three files: behind even Spark's watermark for late events,
-    which is the watermark of the micro-batch before."""
+    which is the watermark of the micro-batch before.
+
+    Args:
+        folder: where the JSON files go (created if missing).
+        rows: about how many events to write (before replays).
+        partitions: input partitions, each with offsets 0, 1, ... in file order.
+        files: files, one micro-batch each.
+        replay_probability: the chance that a send's tail is replayed (a producer's retry).
+        max_replay: the most records one replay repeats.
+        out_of_order_ms: event times vary by up to this much around their send order.
+        late_probability: the chance that an event is held back ``late_by_files`` files.
+        late_by_files: how many files a late event is held back.
+        seed: the random generator's seed (the same seed writes the same files).
+    """
     rng = random.Random(seed)
     os.makedirs(folder, exist_ok=True)
     per_file_per_partition = max(1, rows // (files * partitions))

@@ -310,13 +310,25 @@ class SessionWindowedKStream(WindowedKStream):
 
 def fold(stream: KStream, function: Column | KeyValueFunction, what: str) -> JavaObject:
     """An adder or merger as the Scala function the aggregation takes: ``function`` applied once
-    to the columns of the running aggregate and of the value."""
+    to the columns of the running aggregate and of the value (this module's helper).
+
+    Args:
+        stream: the stream being aggregated (its session's JVM).
+        function: the user's adder or merger, a Column or a function of two Columns.
+        what: its name in an error ("adder", "merger").
+    """
     api = door(stream._spark)
     result = applied(function, what, F.col(api.aggregateInputName()), F.col(api.valueInputName()))
     return api.function2(result)
 
 
 def table(jtable: JavaObject, stream: KStream) -> KTable:
+    """The KTable of a JVM KTable that an aggregation of ``stream`` returned (this module's helper).
+
+    Args:
+        jtable: the JVM's KTable.
+        stream: the aggregated stream (its session).
+    """
     from kstreams_spark.ktable import KTable
 
     return KTable._from_java(jtable, stream._spark)
