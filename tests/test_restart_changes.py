@@ -181,14 +181,22 @@ def _restarted(spark, tmp_path, first, then, records, split: int) -> StreamRun:
     return run
 
 
-def _tumbling(grace: str):
-    windows = TimeWindows.of_size_and_grace("10 seconds", grace)
-    return lambda d: KStream(d).group_by_key().windowed_by(windows).distinct().df
+def _tumbling(grace: str, count: bool = False):
+    """10 s tumbling windows with ``grace``: a windowed distinct, or with ``count`` a windowed count."""
+    return _windowed(TimeWindows.of_size_and_grace("10 seconds", grace), count)
 
 
-def _sessions(grace: str):
-    windows = SessionWindows.of_inactivity_gap_and_grace("5 seconds", grace)
-    return lambda d: KStream(d).group_by_key().windowed_by(windows).distinct().df
+def _sessions(grace: str, count: bool = False):
+    """Sessions with a 5 s gap and ``grace``: a session distinct, or with ``count`` a session count."""
+    return _windowed(SessionWindows.of_inactivity_gap_and_grace("5 seconds", grace), count)
+
+
+def _windowed(windows, count: bool):
+    def op(d):
+        windowed = KStream(d).group_by_key().windowed_by(windows)
+        return (windowed.count() if count else windowed.distinct()).df
+
+    return op
 
 
 def test_a_longer_grace_keeps_closed_windows_closed_and_judges_open_ones_by_itself(spark, tmp_path):
@@ -233,10 +241,6 @@ def test_a_longer_session_grace_keeps_closed_sessions_closed(spark, tmp_path):
     assert _forwarded(run) == [(0, 0, "a"), (0, 1, "b"), (0, 4, "d"), (0, 5, "f")]
 
 
-def _counted(windows):
-    return lambda d: KStream(d).group_by_key().windowed_by(windows).count().df
-
-
 def _updates(run: StreamRun) -> list[tuple]:
     """The table's updates: (key, window start s, window end s, count; None for a tombstone), sorted."""
 
@@ -259,8 +263,9 @@ def test_a_longer_grace_keeps_a_windowed_counts_closed_windows_closed(spark, tmp
         [Rec("a", 1), Rec("b", 12), Rec("c", 25)]
         + [Rec("a", 5), Rec("b", 15), Rec("c", 28), Rec("d", 8), Rec("e", 22), Rec("f", 35), Rec("a", 26)]
     )
-    tumbling = lambda grace: _counted(TimeWindows.of_size_and_grace("10 seconds", grace))  # noqa: E731
-    run = _restarted(spark, tmp_path, tumbling("0 seconds"), tumbling("20 seconds"), records, 3)
+    run = _restarted(
+        spark, tmp_path, _tumbling("0 seconds", count=True), _tumbling("20 seconds", count=True), records, 3
+    )
     assert _updates(run) == [
         ("a", 0, 10, 1),
         ("a", 20, 30, 1),
@@ -276,8 +281,9 @@ def test_a_shorter_grace_closes_a_windowed_counts_windows_from_the_first_record(
     """Tumbling 10 s windows, grace 20 s, then 0 s: [0 s, 10 s) was open at stream time 25 s; after
     the restart a@3 is late (10 <= 25 - 0) and c@26 counts in its window."""
     records = with_offsets([Rec("a", 1), Rec("b", 25), Rec("a", 3), Rec("c", 26)])
-    tumbling = lambda grace: _counted(TimeWindows.of_size_and_grace("10 seconds", grace))  # noqa: E731
-    run = _restarted(spark, tmp_path, tumbling("20 seconds"), tumbling("0 seconds"), records, 2)
+    run = _restarted(
+        spark, tmp_path, _tumbling("20 seconds", count=True), _tumbling("0 seconds", count=True), records, 2
+    )
     assert _updates(run) == [("a", 0, 10, 1), ("b", 20, 30, 1), ("c", 20, 30, 1)]
 
 
@@ -287,8 +293,9 @@ def test_a_longer_grace_keeps_a_session_counts_closed_sessions_closed(spark, tmp
     are late (their sessions end before 20 s - 5 s); d@30 opens a session, and so does f@22 (22 s
     is within 20 s of grace of stream time 30 s; 0 s would make it late)."""
     records = with_offsets([Rec("a", 0), Rec("b", 20), Rec("a", 2), Rec("c", 5), Rec("d", 30), Rec("f", 22)])
-    sessions = lambda grace: _counted(SessionWindows.of_inactivity_gap_and_grace("5 seconds", grace))  # noqa: E731
-    run = _restarted(spark, tmp_path, sessions("0 seconds"), sessions("20 seconds"), records, 2)
+    run = _restarted(
+        spark, tmp_path, _sessions("0 seconds", count=True), _sessions("20 seconds", count=True), records, 2
+    )
     assert _updates(run) == [("a", 0, 0, 1), ("b", 20, 20, 1), ("d", 30, 30, 1), ("f", 22, 22, 1)]
 
 
@@ -298,19 +305,18 @@ def test_a_partition_idle_in_a_run_is_held_to_that_runs_grace(spark, tmp_path):
     Partition 1 gets no record in the middle run: its stream time stays at 25 s, so under that
     run's 0 s its window [0 s, 10 s) closed there, and x@2 is late in the third run although 20 s
     of grace would reach it; y@26 counts 2 in the open [20 s, 30 s)."""
-    tumbling = lambda grace: _counted(TimeWindows.of_size_and_grace("10 seconds", grace))  # noqa: E731
     records = with_offsets(
         [Rec("a", 1), Rec("b", 25), Rec("x", 1, partition=1), Rec("y", 25, partition=1)]
         + [Rec("c", 26)]
         + [Rec("x", 2, partition=1), Rec("a", 3), Rec("y", 26, partition=1)]
     )
-    run = StreamRun(spark, str(tmp_path), tumbling("20 seconds"))
+    run = StreamRun(spark, str(tmp_path), _tumbling("20 seconds", count=True))
     for grace, batch in [
         ("20 seconds", records[:4]),
         ("0 seconds", records[4:5]),
         ("20 seconds", records[5:]),
     ]:
-        run.op = tumbling(grace)
+        run.op = _tumbling(grace, count=True)
         run.add_batch(batch)
         run.run()
     assert _updates(run) == [

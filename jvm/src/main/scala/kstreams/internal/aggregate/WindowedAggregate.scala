@@ -73,6 +73,9 @@ private[kstreams] abstract class WindowedAggregateProcessor(
     * changed it. */
   @transient private var closedBelow: ClosedFloors = _
 
+  /** This run's grace is longer than an earlier run's: windows listed then expire later now. */
+  @transient private lazy val graceGrew = graces.size > 1 && graces.last > graces.init.min
+
   /** Per group, its partitions' floors of `closedBelow`, read once per task. */
   @transient private lazy val floors = mutable.HashMap.empty[Int, Map[Int, Long]]
 
@@ -150,8 +153,9 @@ private[kstreams] abstract class WindowedAggregateProcessor(
         cache(bytes) = entry
         val kept = keep(entry.windows, evictBefore)
         if (kept.size != entry.windows.size) { entry.windows = kept; entry.changed = true }
-        // after a longer grace a window outlives the bucket it was listed under: list it again
-        if (graces.size > 1) kept.foreach(w => index.add(expiryMicros(w), bytes))
+        // a window listed under an earlier, shorter grace outlives the bucket it was listed under
+        // now: list it again (only then; with a grace that never grew every listing still holds)
+        if (graceGrew) kept.foreach(w => index.add(expiryMicros(w), bytes))
       }
     }
     index.flush()
