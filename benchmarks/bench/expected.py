@@ -41,26 +41,19 @@ def kip655_forwarded(spark, source, interval_ms, column=None):
     return len(dedup_reference([Record(*r) for r in rows], interval_ms, scope="global"))
 
 
-def within_watermark_forwarded(spark, source, interval_ms, column="key"):
-    """What Spark's `withWatermark("timestamp", interval).dropDuplicatesWithinWatermark([column])`
-    must forward of `source`, Spark's rule simulated micro-batch by micro-batch (one Parquet file
-    each, in name order), as Spark 4.3's `StreamingDeduplicateWithinWatermarkExec` and the
-    micro-batch watermark run it:
+def watermarked_batches(spark, source, interval_ms, column="key"):
+    """`source` as Spark's watermarked dedup operators take it, micro-batch by micro-batch (one
+    Parquet file each, in name order), as a list of `(late_us, eviction_us, rows)`: `rows` the
+    micro-batch's `(value of column, event time in micros)`; `eviction_us` its watermark
+    (`eventTimeWatermarkForEviction`: the largest event time of the micro-batches before it minus
+    the interval, never lower than before, 0 at first; state at or below it is removed after the
+    micro-batch); `late_us` the watermark of the micro-batch before (`eventTimeWatermarkForLateEvents`:
+    a row at or below it is late and dropped before the state is read, Spark's `<=` in
+    `WatermarkSupport.watermarkExpression`)."""
+    from itertools import groupby
 
-    * the watermark of micro-batch N is the largest event time of micro-batches 0..N-1 minus the
-      interval (never lower than before; 0 at first); a row at or below the watermark of micro-batch
-      N-1 is late and dropped before the state is read (`eventTimeWatermarkForLateEvents`);
-    * any other row is forwarded if its key has no entry, which it then gets, expiring at its event
-      time plus the interval; a row whose key has an entry is dropped;
-    * after the micro-batch, entries expiring at or below micro-batch N's watermark are removed
-      (`eventTimeWatermarkForEviction`).
-
-    None where Spark's answer depends on what this does not know: a row exactly at the late
-    watermark, or a key without an entry that comes with two event times in one micro-batch (which
-    of them Spark stores first, its expiry, is not defined)."""
     from pyspark.sql import functions as F
 
-    interval_us = interval_ms * 1000
     rows = (
         spark.read.parquet(source)
         .select(
@@ -71,38 +64,67 @@ def within_watermark_forwarded(spark, source, interval_ms, column="key"):
         .orderBy("file")
         .toLocalIterator()
     )
+    batches, late_us, eviction_us, latest_us = [], 0, 0, None
+    for _, batch in groupby(rows, key=lambda row: row[0]):
+        batch = [(key, t) for _, key, t in batch]
+        batches.append((late_us, eviction_us, batch))
+        newest = max(t for _, t in batch)
+        latest_us = newest if latest_us is None else max(latest_us, newest)
+        late_us, eviction_us = eviction_us, max(eviction_us, (latest_us // 1000 - interval_ms) * 1000)
+    return batches
+
+
+def within_watermark_forwarded(batches, interval_ms):
+    """What Spark's `withWatermark("timestamp", interval).dropDuplicatesWithinWatermark([column])`
+    must forward of `batches` (`watermarked_batches`), as Spark 4.3's
+    `StreamingDeduplicateWithinWatermarkExec` runs it: a late row is dropped; any other is forwarded
+    if its key has no entry, which it then gets, expiring at its event time plus the interval; a
+    row whose key has an entry is dropped; after the micro-batch, entries expiring at or below its
+    eviction watermark are removed.
+
+    None where Spark's answer depends on what this does not know: a row exactly at the late
+    watermark, or a key without an entry that comes with two event times in one micro-batch (which
+    of them Spark stores first, its expiry, is not defined)."""
+    interval_us = interval_ms * 1000
     entries: dict = {}  # key -> expiry (micros)
-    watermark_us = late_watermark_us = 0
-    latest_us = None
     forwarded = 0
+    for late_us, eviction_us, rows in batches:
+        first_time = {}
+        for key, t in rows:
+            if t == late_us:
+                return None
+            if t < late_us:
+                continue
+            if key in entries:
+                if first_time.get(key, t) != t:
+                    return None  # stored in this micro-batch, from one of two event times
+                continue
+            entries[key] = t + interval_us
+            first_time[key] = t
+            forwarded += 1
+        entries = {key: expiry for key, expiry in entries.items() if expiry > eviction_us}
+    return forwarded
 
-    def end_of_batch():
-        # what the next micro-batch runs with: this one's watermark for late rows, a new one for eviction
-        nonlocal watermark_us, late_watermark_us
-        late_watermark_us = watermark_us
-        if latest_us is not None:
-            watermark_us = max(watermark_us, (latest_us // 1000 - interval_ms) * 1000)
 
-    batch_file, first_time = None, {}
-    for file, key, t in rows:
-        if file != batch_file:
-            if batch_file is not None:
-                for k in [k for k, expiry in entries.items() if expiry <= watermark_us]:
-                    del entries[k]
-                end_of_batch()
-            batch_file, first_time = file, {}
-        latest_us = t if latest_us is None else max(latest_us, t)
-        if t == late_watermark_us:
-            return None
-        if t < late_watermark_us:
-            continue
-        if key in entries:
-            if first_time.get(key, t) != t:
-                return None  # stored in this micro-batch, from one of two event times
-            continue
-        entries[key] = t + interval_us
-        first_time[key] = t
-        forwarded += 1
+def drop_duplicates_forwarded(batches):
+    """What Spark's older `withWatermark("timestamp", interval).dropDuplicates([column, "timestamp"])`
+    must forward of `batches` (`watermarked_batches`), as Spark 4.3's `StreamingDeduplicateExec` runs
+    it: a late row is dropped; any other is forwarded if its (value, event time) has no entry, which
+    it then gets; after the micro-batch, entries whose event time is at or below its eviction
+    watermark are removed (a later row with such a time is late anyway). So the interval only
+    decides what is late: a duplicate with another event time is forwarded. None for a row exactly
+    at the late watermark, as `within_watermark_forwarded`."""
+    entries: set = set()
+    forwarded = 0
+    for late_us, eviction_us, rows in batches:
+        for key, t in rows:
+            if t == late_us:
+                return None
+            if t < late_us or (key, t) in entries:
+                continue
+            entries.add((key, t))
+            forwarded += 1
+        entries = {entry for entry in entries if entry[1] > eviction_us}
     return forwarded
 
 
@@ -112,14 +134,17 @@ CHECKED = (
     "kstreams' against what KIP-655's rule forwards by `tests/reference.py`, the floor's against "
     "every row, and Spark's `dropDuplicatesWithinWatermark` on either store against its rule simulated "
     "micro-batch by micro-batch (the watermark of the micro-batch before for late rows, its own for "
-    "eviction: `expected.within_watermark_forwarded`) wherever the input leaves Spark's answer defined."
+    "eviction: `expected.within_watermark_forwarded`), and Spark's older `dropDuplicates(key, timestamp)` "
+    "against its rule simulated the same way (`expected.drop_duplicates_forwarded`), wherever the input "
+    "leaves Spark's answer defined."
 )
 
 
 def modelled_forwarded(spark, source, interval, column=None):
     """What the candidates whose rule this script models must forward of `source`: kstreams
     (KIP-655, `kip655_forwarded`; by `column` over every partition if given), the floor (every
-    row) and, where `within_watermark_forwarded` can tell, Spark's dedup on either store."""
+    row) and, where `within_watermark_forwarded` and `drop_duplicates_forwarded` can tell, Spark's
+    dedup on either store and its older `dropDuplicates`."""
     from kstreams_spark._jvm import door
 
     interval_ms = door(spark).intervalMicros(interval) // 1000
@@ -127,7 +152,8 @@ def modelled_forwarded(spark, source, interval, column=None):
         "kstreams": kip655_forwarded(spark, source, interval_ms, column),
         "tws_floor": spark.read.parquet(source).count(),
     }
-    spark_rule = within_watermark_forwarded(spark, source, interval_ms, column or "key")
+    batches = watermarked_batches(spark, source, interval_ms, column or "key")
+    spark_rule = within_watermark_forwarded(batches, interval_ms)
     said = f"KIP-655 forwards {expected['kstreams']:,} of the {expected['tws_floor']:,} rows"
     if spark_rule is None:
         said += "; Spark's dedup not modelled (a row at the watermark, or a key's event times in doubt)"
@@ -135,6 +161,10 @@ def modelled_forwarded(spark, source, interval, column=None):
         said += f", Spark's dedup {spark_rule:,}"
         for store in ("rocksdb", "hdfs"):
             expected[f"spark_dedup_within_watermark_{store}"] = spark_rule
+    older_rule = drop_duplicates_forwarded(batches)
+    if older_rule is not None:
+        said += f", Spark's older dropDuplicates(key, timestamp) {older_rule:,}"
+        expected["spark_drop_duplicates_watermark_rocksdb"] = older_rule
     print(said, flush=True)
     return expected
 
