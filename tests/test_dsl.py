@@ -260,7 +260,7 @@ def test_stream_stream_join_vector(spark, tmp_path, mode):
     assert out.columns == ["key", "value", "timestamp"]
 
 
-@pytest.mark.parametrize("mode", ["batch", "split", "split_restart"])
+@pytest.mark.parametrize("mode", ["batch", "split_restart"])
 def test_left_and_outer_join_emit_unmatched_when_window_closes(spark, tmp_path, mode):
     windows = JoinWindows.of_time_difference_with_no_grace("100 milliseconds")
     records = [
@@ -307,7 +307,7 @@ def table_join(df):
     return left.to_table().join(right.to_table(), concat_joiner).df
 
 
-@pytest.mark.parametrize("mode", ["split", "split_restart"])
+@pytest.mark.parametrize("mode", ["split_restart"])
 def test_table_table_join_vector(spark, tmp_path, mode):
     out = run_mode(spark, tmp_path, TABLE_JOIN_SPLIT, table_join, mode)
     assert table_rows(out, "value") == [
@@ -325,7 +325,7 @@ def test_table_table_join_in_one_micro_batch_merges_sides_by_timestamp(spark, tm
     assert table_rows(out, "value") == [("0", "X0+Y0", 5), ("0", "XX0+Y0", 7), ("1", "XX1+Y1", 10)]
 
 
-@pytest.mark.parametrize("mode", ["one_micro_batch", "split", "split_restart"])
+@pytest.mark.parametrize("mode", ["one_micro_batch", "split_restart"])
 def test_table_join_delete_gives_tombstone_at_max(spark, tmp_path, mode):
     records = [
         Rec("0", ms=6, partition=0, value="X0"),

@@ -46,14 +46,16 @@ class RealTimeSpec extends SparkSuite {
     * partition, in the order given; the step is done when the output holds `totals(step)` rows
     * and a committed batch has read all its records (so a restart replays none of them, and its
     * records are in earlier batches than the next step's). Before the steps in `restartBefore` the query is stopped and started again from
-    * its checkpoint. Returns each partition's output values in arrival order. */
+    * its checkpoint, running `restartedOps(i)` from there on if given (a setting a restart may
+    * change). Returns each partition's output values in arrival order. */
   private def realTime(
       steps: Seq[Seq[Event]],
       op: DataFrame => DataFrame,
       totals: Seq[Int],
       restartBefore: Set[Int] = Set.empty,
-      partitions: Int = 2): Map[Int, Seq[String]] =
-    realTimeRows(steps, op, totals, restartBefore, partitions)
+      partitions: Int = 2,
+      restartedOps: Map[Int, DataFrame => DataFrame] = Map.empty): Map[Int, Seq[String]] =
+    realTimeRows(steps, op, totals, restartBefore, partitions, restartedOps)
       .groupBy(_.getAs[Int]("partition"))
       .map { case (p, rows) => p -> rows.map(_.getAs[String]("value")) }
 
@@ -63,11 +65,12 @@ class RealTimeSpec extends SparkSuite {
       op: DataFrame => DataFrame,
       totals: Seq[Int],
       restartBefore: Set[Int],
-      partitions: Int): Seq[Row] = {
+      partitions: Int,
+      restartedOps: Map[Int, DataFrame => DataFrame] = Map.empty): Seq[Row] = {
     val input = LowLatencyMemoryStream[Event](partitions)(Encoders.product[Event], spark.sqlContext)
     val checkpoint = Files.createTempDirectory("kstreams-real-time").toString
     RealTimeSink.rows.clear()
-    def start(): StreamingQuery = op(input.toDF()).writeStream
+    def start(run: DataFrame => DataFrame): StreamingQuery = run(input.toDF()).writeStream
       .outputMode("update")
       .option("checkpointLocation", checkpoint)
       .trigger(Trigger.RealTime(s"$BatchMillis milliseconds"))
@@ -89,10 +92,15 @@ class RealTimeSpec extends SparkSuite {
         "\"(\\d+)\":(\\d+)".r.findAllMatchIn(lines.last).map(m => m.group(1).toInt -> m.group(2).toInt).toMap
     }
     var added = Map.empty[Int, Int] // records added so far, per source partition
-    var query = start()
+    var running = op
+    var query = start(running)
     try {
       steps.zip(totals).zipWithIndex.foreach { case ((events, total), i) =>
-        if (restartBefore.contains(i)) { query.stop(); query = start() }
+        if (restartBefore.contains(i)) {
+          query.stop()
+          running = restartedOps.getOrElse(i, running)
+          query = start(running)
+        }
         events.foreach(e => added += e.partition -> (added.getOrElse(e.partition, 0) + 1))
         events.foreach(e => input.addData(e.partition, Seq(e)))
         // The step is done once a committed batch has read every record added, so a restart
@@ -360,6 +368,60 @@ class RealTimeSpec extends SparkSuite {
         Option(r.get(r.fieldIndex("value"))))
     }
     assert(got == Seq((1L, 1L, Some(1L)), (1L, 1L, None), (1L, 5L, Some(2L)), (30L, 30L, Some(1L))))
+  }
+
+  test("a restart may change the dedup interval in real-time mode (30 s, 5 s, then 30 s)") {
+    // as in test_restart_changes.py. Run 1 (30 s): partition 0 stores a@0, b@10, c@20, partition
+    // 1 x@0 and y@10. Run 2 (5 s), records on partition 0 only: a@22 and b@26 forwarded, c@24
+    // dropped; partition 1 gets none, but x@0 is dead under 5 s at its stream time 10. Run 3
+    // (30 s): c@27 forwarded (c@20 died in run 2), a@40 dropped (a@22 live); on partition 1 x@20
+    // forwarded (x@0 died in run 2 and stays dead, though the partition never opened there and
+    // its entry is still stored) and y@12 dropped.
+    val events = Event.numbered(
+      Seq(at("a", 0), at("b", 10), at("c", 20), at("x", 0, partition = 1), at("y", 10, partition = 1)) ++
+        Seq(at("a", 22), at("c", 24), at("b", 26)) ++
+        Seq(at("c", 27), at("a", 40), at("x", 20, partition = 1), at("y", 12, partition = 1)))
+    def dedup(interval: String) = (df: DataFrame) => KStream(df).deduplicateByKey(interval).df
+    val got = realTime(
+      Seq(events.take(5), events.slice(5, 8), events.drop(8)),
+      dedup("30 seconds"),
+      Seq(5, 7, 9),
+      restartBefore = Set(1, 2),
+      restartedOps = Map(1 -> dedup("5 seconds"), 2 -> dedup("30 seconds"))
+    )
+    assert(got == Map(0 -> Seq("v0", "v1", "v2", "v5", "v7", "v8"), 1 -> Seq("v3", "v4", "v10")))
+  }
+
+  test("a restart may change a windowed count's grace in real-time mode (0 s, then 20 s)") {
+    // as in test_restart_changes.py: 10 s windows; at the stop stream time is 25 s, [0,10) and
+    // [10,20) closed; afterwards a@5, b@15 and d@8 stay late (their results were emitted), c@28
+    // counts 2 in [20,30), which 20 s of grace keeps open past f@35, so a@26 counts there too
+    val events = Event.numbered(
+      Seq(at("a", 1), at("b", 12), at("c", 25)) ++
+        Seq(at("a", 5), at("b", 15), at("c", 28), at("d", 8), at("e", 22), at("f", 35), at("a", 26)))
+    def counts(grace: String) =
+      (df: DataFrame) => KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeAndGrace("10 seconds", grace)).count().df
+    val rows = realTimeRows(
+      Seq(events.take(3), events.drop(3)),
+      counts("0 seconds"),
+      Seq(3, 7),
+      restartBefore = Set(1),
+      partitions = 1,
+      restartedOps = Map(1 -> counts("20 seconds")))
+    // each key's updates in arrival order (keys are spread over both state partitions' tasks)
+    val got = rows.groupBy(_.getAs[String]("key")).map { case (key, updates) =>
+      key -> updates.map(r =>
+        (
+          (r.getAs[Row]("window").getAs[java.sql.Timestamp]("start").getTime - Event.Base) / 1000,
+          r.getAs[Long]("value")))
+    }
+    assert(
+      got == Map(
+        "a" -> Seq(0L -> 1L, 20L -> 1L),
+        "b" -> Seq(10L -> 1L),
+        "c" -> Seq(20L -> 1L, 20L -> 2L),
+        "e" -> Seq(20L -> 1L),
+        "f" -> Seq(30L -> 1L)))
   }
 
   private val operators: Seq[(String, DataFrame => DataFrame, Event => Option[Any])] = Seq(
