@@ -14,7 +14,7 @@ import pytest
 from kstreams_spark import KStream, SessionWindows, TimeWindows, read_state
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
-from streams import BASE, Rec, StreamRun, with_offsets
+from streams import BASE, SCHEMA, Rec, StreamRun, with_offsets
 
 MEMORY_CONF = "spark.kstreams.dedup.memory"
 
@@ -103,6 +103,49 @@ def test_a_longer_interval_judges_live_entries_and_keeps_dead_ones_dead(spark, t
     finally:
         spark.conf.unset(MEMORY_CONF)
     assert _forwarded(run) == [(0, 0, "a"), (0, 1, "d"), (0, 2, "b"), (0, 3, "c"), (0, 4, "a"), (0, 5, "d")]
+
+
+def test_one_dataframe_in_two_queries_judges_each_by_its_own_checkpoint(spark, tmp_path):
+    """One deduplicated DataFrame (30 s, so one processor object) started in two queries over the
+    same files, one after the other, on two checkpoints of earlier runs over the first two files
+    (a@0 and d@14, then b@15 and c@25): A's under 10 s, B's under 60 s. Each query judges by its
+    own checkpoint's intervals. A: a@0 and d@14 died under 10 s and stay dead, so a@26 and d@27 are
+    forwarded, b@28 and c@40 dropped. B: every entry is live under 60 s and then 30 s, so all four
+    are dropped. A mix-up either way changes a count: A under B's intervals keeps d@14 (d@27
+    dropped), B under A's drops a@0 and d@14 (a@26 and d@27 forwarded). (Not at the same moment:
+    Spark plans both queries' first micro-batch with that one object, the manual, "Operating a
+    query".)"""
+    records = with_offsets(
+        [Rec("a", 0), Rec("d", 14), Rec("b", 15), Rec("c", 25)]
+        + [Rec("a", 26), Rec("d", 27), Rec("b", 28), Rec("c", 40)]
+    )
+    files = StreamRun(spark, str(tmp_path / "files"), _by_key("30 s"))
+    files.add_batch(records[:2])  # a@0, d@14 written while live
+    files.add_batch(records[2:4])
+
+    def start(df, name):
+        return (
+            df.writeStream.format("parquet")
+            .option("path", str(tmp_path / name / "out"))
+            .option("checkpointLocation", str(tmp_path / name / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+
+    source = lambda: spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(files.root + "/in")  # noqa: E731
+    for name, interval in [("a", "10 s"), ("b", "60 s")]:
+        start(KStream(source()).deduplicate_by_key(interval).df, name).awaitTermination()
+    files.add_batch(records[4:])
+    deduped = KStream(source()).deduplicate_by_key("30 s").df
+    start(deduped, "a").awaitTermination()
+    start(deduped, "b").awaitTermination()
+
+    def forwarded(name):
+        rows = spark.read.parquet(str(tmp_path / name / "out")).collect()
+        return sorted((r.partition, r.offset, r.key) for r in rows)
+
+    assert forwarded("a") == [(0, 0, "a"), (0, 1, "d"), (0, 2, "b"), (0, 3, "c"), (0, 4, "a"), (0, 5, "d")]
+    assert forwarded("b") == [(0, 0, "a"), (0, 1, "d"), (0, 2, "b"), (0, 3, "c")]
 
 
 def test_a_shorter_interval_then_the_first_again_keeps_what_died_in_between_dead(spark, tmp_path):
