@@ -104,7 +104,7 @@ test-python: install $(KAFKA_BROKER) $(CRASH_PROCESSORS) chromium $(PUBLISHED)
 # end: alone, each suite leaves about a quarter of 2 cores idle (JVM starts, waits for a broker, a
 # cluster, a real-time batch). Lane 1 runs the Scala suite, then the pytest files not in lane 2;
 # lane 2 the pytest files that start other processes (a Kafka broker, Spark Connect, a standalone
-# cluster, the CLI, the crash job), longest first, and two more that even the lanes. A new test
+# cluster, the CLI, the crash job), longest first, and one more that evens the lanes. A new test
 # file goes to lane 1. Each lane's output is printed whole when it ends (--output-sync), so the two
 # do not interleave. README gives the times.
 # The real-time suite (RealTimeSpec) runs alone before the lanes, in the sbt launch that builds the
@@ -113,8 +113,7 @@ test-python: install $(KAFKA_BROKER) $(CRASH_PROCESSORS) chromium $(PUBLISHED)
 # 274: a fresh clone took 21 min 12 s against 18 min 51 s with the suite alone.
 PYTEST_LANE_2 = tests/test_crash.py tests/test_connect.py tests/test_real_time.py tests/test_cli.py \
 	tests/test_cluster.py tests/test_kafka_cli.py tests/test_packaging.py tests/test_exactly_once.py \
-	tests/test_kafka.py tests/test_kafka_bad_input.py tests/test_kafka_dsl.py tests/test_processor.py \
-	tests/test_dedup_partitions.py
+	tests/test_kafka.py tests/test_kafka_bad_input.py tests/test_kafka_dsl.py tests/test_processor.py
 REAL_TIME_SUITE = kstreams.RealTimeSpec
 test: lint test-build
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-lane-1 test-lane-2
