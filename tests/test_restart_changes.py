@@ -111,10 +111,10 @@ def test_one_dataframe_in_two_queries_judges_each_by_its_own_checkpoint(spark, t
     (a@0 and d@14, then b@15 and c@25): A's under 10 s, B's under 60 s. Each query judges by its
     own checkpoint's intervals. A: a@0 and d@14 died under 10 s and stay dead, so a@26 and d@27 are
     forwarded, b@28 and c@40 dropped. B: every entry is live under 60 s and then 30 s, so all four
-    are dropped. A mix-up either way changes a count: A under B's intervals keeps d@14 (d@27
-    dropped), B under A's drops a@0 and d@14 (a@26 and d@27 forwarded). (Not at the same moment:
-    Spark plans both queries' first micro-batch with that one object, the manual, "Operating a
-    query".)"""
+    are dropped. A mix-up either way changes a count: A under B's intervals keeps d@14 at least
+    (d@27 dropped), B under A's drops a@0 and d@14 (a@26 and d@27 forwarded). (Not at the same
+    moment: Spark plans both queries' first micro-batch with that one object, the manual,
+    "Operating a query".)"""
     records = with_offsets(
         [Rec("a", 0), Rec("d", 14), Rec("b", 15), Rec("c", 25)]
         + [Rec("a", 26), Rec("d", 27), Rec("b", 28), Rec("c", 40)]

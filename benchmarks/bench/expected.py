@@ -43,13 +43,13 @@ def kip655_forwarded(spark, source, interval_ms, column=None):
 
 def watermarked_batches(spark, source, interval_ms, column="key"):
     """`source` as Spark's watermarked dedup operators take it, micro-batch by micro-batch (one
-    Parquet file each, in name order), as a list of `(late_us, eviction_us, rows)`: `rows` the
-    micro-batch's `(value of column, event time in micros)`; `eviction_us` its watermark
-    (`eventTimeWatermarkForEviction`: the largest event time of the micro-batches before it minus
-    the interval, never lower than before, 0 at first; state at or below it is removed after the
-    micro-batch); `late_us` the watermark of the micro-batch before (`eventTimeWatermarkForLateEvents`:
-    a row at or below it is late and dropped before the state is read, Spark's `<=` in
-    `WatermarkSupport.watermarkExpression`)."""
+    Parquet file each, in name order), one micro-batch in memory at a time: yields `(late_us,
+    eviction_us, rows)`, `rows` the micro-batch's `(value of column, event time in micros)`;
+    `eviction_us` its watermark (`eventTimeWatermarkForEviction`: the largest event time of the
+    micro-batches before it minus the interval, never lower than before, 0 at first; state at or
+    below it is removed after the micro-batch); `late_us` the watermark of the micro-batch before
+    (`eventTimeWatermarkForLateEvents`: a row at or below it is late and dropped before the state
+    is read, Spark's `<=` in `WatermarkSupport.watermarkExpression`)."""
     from itertools import groupby
 
     from pyspark.sql import functions as F
@@ -64,68 +64,78 @@ def watermarked_batches(spark, source, interval_ms, column="key"):
         .orderBy("file")
         .toLocalIterator()
     )
-    batches, late_us, eviction_us, latest_us = [], 0, 0, None
+    late_us, eviction_us, latest_us = 0, 0, None
     for _, batch in groupby(rows, key=lambda row: row[0]):
         batch = [(key, t) for _, key, t in batch]
-        batches.append((late_us, eviction_us, batch))
+        yield late_us, eviction_us, batch
         newest = max(t for _, t in batch)
         latest_us = newest if latest_us is None else max(latest_us, newest)
         late_us, eviction_us = eviction_us, max(eviction_us, (latest_us // 1000 - interval_ms) * 1000)
-    return batches
 
 
-def within_watermark_forwarded(batches, interval_ms):
+class WithinWatermark:
     """What Spark's `withWatermark("timestamp", interval).dropDuplicatesWithinWatermark([column])`
-    must forward of `batches` (`watermarked_batches`), as Spark 4.3's
+    forwards of the micro-batches given to `take` (`watermarked_batches`'), as Spark 4.3's
     `StreamingDeduplicateWithinWatermarkExec` runs it: a late row is dropped; any other is forwarded
     if its key has no entry, which it then gets, expiring at its event time plus the interval; a
     row whose key has an entry is dropped; after the micro-batch, entries expiring at or below its
     eviction watermark are removed.
 
-    None where Spark's answer depends on what this does not know: a row exactly at the late
-    watermark, or a key without an entry that comes with two event times in one micro-batch (which
-    of them Spark stores first, its expiry, is not defined)."""
-    interval_us = interval_ms * 1000
-    entries: dict = {}  # key -> expiry (micros)
-    forwarded = 0
-    for late_us, eviction_us, rows in batches:
+    `forwarded` is None where Spark's answer depends on what this does not know: a row exactly at
+    the late watermark, or a key without an entry that comes with two event times in one
+    micro-batch (which of them Spark stores first, its expiry, is not defined)."""
+
+    def __init__(self, interval_ms):
+        self.interval_us = interval_ms * 1000
+        self.entries: dict = {}  # key -> expiry (micros)
+        self.forwarded = 0
+
+    def take(self, late_us, eviction_us, rows):
+        if self.forwarded is None:
+            return
         first_time = {}
         for key, t in rows:
             if t == late_us:
-                return None
+                self.forwarded = None
+                return
             if t < late_us:
                 continue
-            if key in entries:
+            if key in self.entries:
                 if first_time.get(key, t) != t:
-                    return None  # stored in this micro-batch, from one of two event times
+                    self.forwarded = None  # stored in this micro-batch, from one of two event times
+                    return
                 continue
-            entries[key] = t + interval_us
+            self.entries[key] = t + self.interval_us
             first_time[key] = t
-            forwarded += 1
-        entries = {key: expiry for key, expiry in entries.items() if expiry > eviction_us}
-    return forwarded
+            self.forwarded += 1
+        self.entries = {key: expiry for key, expiry in self.entries.items() if expiry > eviction_us}
 
 
-def drop_duplicates_forwarded(batches):
-    """What Spark's older `withWatermark("timestamp", interval).dropDuplicates([column, "timestamp"])`
-    must forward of `batches` (`watermarked_batches`), as Spark 4.3's `StreamingDeduplicateExec` runs
-    it: a late row is dropped; any other is forwarded if its (value, event time) has no entry, which
+class OlderDropDuplicates:
+    """What Spark's older `withWatermark("timestamp", interval).dropDuplicates(["key", "timestamp"])`
+    forwards of the micro-batches given to `take`, as Spark 4.3's `StreamingDeduplicateExec` runs
+    it: a late row is dropped; any other is forwarded if its (key, event time) has no entry, which
     it then gets; after the micro-batch, entries whose event time is at or below its eviction
     watermark are removed (a later row with such a time is late anyway). So the interval only
-    decides what is late: a duplicate with another event time is forwarded. None for a row exactly
-    at the late watermark, as `within_watermark_forwarded`."""
-    entries: set = set()
-    forwarded = 0
-    for late_us, eviction_us, rows in batches:
+    decides what is late: a duplicate with another event time is forwarded. `forwarded` is None
+    for a row exactly at the late watermark, as in `WithinWatermark`."""
+
+    def __init__(self):
+        self.entries: set = set()
+        self.forwarded = 0
+
+    def take(self, late_us, eviction_us, rows):
+        if self.forwarded is None:
+            return
         for key, t in rows:
             if t == late_us:
-                return None
-            if t < late_us or (key, t) in entries:
+                self.forwarded = None
+                return
+            if t < late_us or (key, t) in self.entries:
                 continue
-            entries.add((key, t))
-            forwarded += 1
-        entries = {entry for entry in entries if entry[1] > eviction_us}
-    return forwarded
+            self.entries.add((key, t))
+            self.forwarded += 1
+        self.entries = {entry for entry in self.entries if entry[1] > eviction_us}
 
 
 # what the regimes that check their candidates' output say of it
@@ -134,17 +144,20 @@ CHECKED = (
     "kstreams' against what KIP-655's rule forwards by `tests/reference.py`, the floor's against "
     "every row, and Spark's `dropDuplicatesWithinWatermark` on either store against its rule simulated "
     "micro-batch by micro-batch (the watermark of the micro-batch before for late rows, its own for "
-    "eviction: `expected.within_watermark_forwarded`), and Spark's older `dropDuplicates(key, timestamp)` "
-    "against its rule simulated the same way (`expected.drop_duplicates_forwarded`), wherever the input "
-    "leaves Spark's answer defined."
+    "eviction: `expected.WithinWatermark`) wherever the input leaves Spark's answer defined."
+)
+# what the regimes that run Spark's older dropDuplicates add to CHECKED
+CHECKED_OLDER = (
+    " Spark's older `dropDuplicates(key, timestamp)` is checked against its rule simulated the same way "
+    "(`expected.OlderDropDuplicates`)."
 )
 
 
 def modelled_forwarded(spark, source, interval, column=None):
     """What the candidates whose rule this script models must forward of `source`: kstreams
     (KIP-655, `kip655_forwarded`; by `column` over every partition if given), the floor (every
-    row) and, where `within_watermark_forwarded` and `drop_duplicates_forwarded` can tell, Spark's
-    dedup on either store and its older `dropDuplicates`."""
+    row) and, where `WithinWatermark` and `OlderDropDuplicates` can tell, Spark's dedup on either
+    store and its older `dropDuplicates`."""
     from kstreams_spark._jvm import door
 
     interval_ms = door(spark).intervalMicros(interval) // 1000
@@ -152,19 +165,24 @@ def modelled_forwarded(spark, source, interval, column=None):
         "kstreams": kip655_forwarded(spark, source, interval_ms, column),
         "tws_floor": spark.read.parquet(source).count(),
     }
-    batches = watermarked_batches(spark, source, interval_ms, column or "key")
-    spark_rule = within_watermark_forwarded(batches, interval_ms)
+    # both of Spark's rules in one pass, a micro-batch in memory at a time; the older dropDuplicates
+    # only by key (the candidate dedups on key and timestamp, whatever the regime's column)
+    within = WithinWatermark(interval_ms)
+    older = OlderDropDuplicates() if column is None else None
+    for batch in watermarked_batches(spark, source, interval_ms, column or "key"):
+        within.take(*batch)
+        if older is not None:
+            older.take(*batch)
     said = f"KIP-655 forwards {expected['kstreams']:,} of the {expected['tws_floor']:,} rows"
-    if spark_rule is None:
+    if within.forwarded is None:
         said += "; Spark's dedup not modelled (a row at the watermark, or a key's event times in doubt)"
     else:
-        said += f", Spark's dedup {spark_rule:,}"
+        said += f", Spark's dedup {within.forwarded:,}"
         for store in ("rocksdb", "hdfs"):
-            expected[f"spark_dedup_within_watermark_{store}"] = spark_rule
-    older_rule = drop_duplicates_forwarded(batches)
-    if older_rule is not None:
-        said += f", Spark's older dropDuplicates(key, timestamp) {older_rule:,}"
-        expected["spark_drop_duplicates_watermark_rocksdb"] = older_rule
+            expected[f"spark_dedup_within_watermark_{store}"] = within.forwarded
+    if older is not None and older.forwarded is not None:
+        said += f", Spark's older dropDuplicates(key, timestamp) {older.forwarded:,}"
+        expected["spark_drop_duplicates_watermark_rocksdb"] = older.forwarded
     print(said, flush=True)
     return expected
 

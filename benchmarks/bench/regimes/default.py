@@ -9,7 +9,7 @@ import os
 from bench import BENCHMARKS
 from bench.candidates import dedup_candidates, flink, jvm_limit, only, rocksdb_settings
 from bench.data import default_input
-from bench.expected import CHECKED, check_forwarded
+from bench.expected import CHECKED, CHECKED_OLDER, check_forwarded
 from bench.measure import new_session, stop_quietly
 from bench.report import (
     CANDIDATE,
@@ -93,7 +93,7 @@ def regime_default(args):
         "its own process and virtualenv, a round each, start-up included, run only where `.venv-flink` exists): "
         "another rule, a key forgotten the interval of processing time after its first row "
         "(`table.exec.state.ttl`), its output not checked. The peak state rows of a RocksDB candidate read 0 where "
-        f"trackTotalNumberOfRows is off. Spark's RocksDB settings: {rocksdb_settings()}. {CHECKED}"
+        f"trackTotalNumberOfRows is off. Spark's RocksDB settings: {rocksdb_settings()}. {CHECKED}{CHECKED_OLDER}"
     )
     finish(
         "default",

@@ -8,7 +8,7 @@ import statistics
 
 from bench.candidates import dedup_candidates, only, rocksdb_settings
 from bench.data import generate_realistic
-from bench.expected import CHECKED
+from bench.expected import CHECKED, CHECKED_OLDER
 from bench.report import (
     CANDIDATE,
     Column,
@@ -87,7 +87,7 @@ def regime_realistic(args):
         "Then each candidate once more with its output written to Parquet and read back: duplicates "
         "let through = rows beyond one per event, events lost = events of the input missing from the "
         "output (the floor forwards every record, so its duplicates are the replays). "
-        f"Spark's RocksDB settings: {rocksdb_settings()}. {CHECKED}"
+        f"Spark's RocksDB settings: {rocksdb_settings()}. {CHECKED}{CHECKED_OLDER}"
     )
     finish(
         "realistic",
