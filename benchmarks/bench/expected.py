@@ -10,6 +10,15 @@ import sys
 from bench import REPO
 
 
+def in_order(df, *columns):
+    """The rows of `df` sorted by `columns`, fetched to the driver a range of about 250,000 rows at
+    a time. (`orderBy` leaves as many ranges as `spark.sql.shuffle.partitions`, 2 here, and
+    `toLocalIterator` holds a whole range in the driver: at the scaling series' 16M rows, 8M rows
+    each, more than the driver's heap.)"""
+    ranges = max(2, df.count() // 250_000)
+    return df.repartitionByRange(ranges, *columns).sortWithinPartitions(*columns).toLocalIterator()
+
+
 def kip655_forwarded(spark, source, interval_ms, column=None):
     """How many rows of `source` KIP-655's rule forwards: counted by tests/reference.py, the spec's
     section 2 transcribed directly (not the code under test), times in integer ms so that no
@@ -35,9 +44,9 @@ def kip655_forwarded(spark, source, interval_ms, column=None):
         F.input_file_name().alias("file"),
     )
     if column is None:
-        rows = df.orderBy("partition", "offset").drop("file").toLocalIterator()
+        rows = in_order(df.drop("file"), "partition", "offset")
         return len(dedup_reference([Record(*r) for r in rows], interval_ms))
-    rows = df.orderBy("file", "partition", "offset").drop("file").toLocalIterator()
+    rows = (r[:-1] for r in in_order(df, "file", "partition", "offset"))  # the file left out
     return len(dedup_reference([Record(*r) for r in rows], interval_ms, scope="global"))
 
 
@@ -54,15 +63,13 @@ def watermarked_batches(spark, source, interval_ms, column="key"):
 
     from pyspark.sql import functions as F
 
-    rows = (
-        spark.read.parquet(source)
-        .select(
+    rows = in_order(
+        spark.read.parquet(source).select(
             F.input_file_name().alias("file"),
             F.col(column).alias("key"),
             F.unix_micros("timestamp").alias("t"),
-        )
-        .orderBy("file")
-        .toLocalIterator()
+        ),
+        "file",
     )
     late_us, eviction_us, latest_us = 0, 0, None
     for _, batch in groupby(rows, key=lambda row: row[0]):
