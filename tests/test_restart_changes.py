@@ -119,7 +119,9 @@ def test_one_dataframe_in_two_queries_judges_each_by_its_own_checkpoint(spark, t
         [Rec("a", 0), Rec("d", 14), Rec("b", 15), Rec("c", 25)]
         + [Rec("a", 26), Rec("d", 27), Rec("b", 28), Rec("c", 40)]
     )
-    files = StreamRun(spark, str(tmp_path / "files"), _by_key("30 s"))
+    files = StreamRun(
+        spark, str(tmp_path / "files"), _by_key("30 s")
+    )  # its input folder only: the queries are below
     files.add_batch(records[:2])  # a@0, d@14 written while live
     files.add_batch(records[2:4])
 

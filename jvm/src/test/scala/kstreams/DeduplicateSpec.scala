@@ -317,6 +317,7 @@ class DeduplicateSpec extends SparkSuite {
     // store stays the size it has after the second micro-batch.
     val events = Event.numbered((0 until 60).map(i => at(s"k$i", i.toDouble)))
     val stateRows = stateRowsPerBatch(events.grouped(10).toSeq)
+    assert(stateRows.last < 20, s"state rows after each batch: $stateRows")
     assert(stateRows.drop(1).distinct == Seq(stateRows(1)), s"state rows after each batch: $stateRows")
   }
 
