@@ -36,9 +36,12 @@ RELEASE = "0.1.0"  # the release that wrote the fixtures
 RECORDS = with_offsets(
     [Rec("a", 1), Rec("b", 2), Rec("x", 3, partition=1), Rec("a", 5)]
     + [Rec("c", 20), Rec("b", 9), Rec("x", 8, partition=1), Rec("y", 30, partition=1)]
-    + [Rec("a", 21), Rec("c", 25), Rec("b", 22, value=None), Rec("x", 41, partition=1)]
+    # a@9 is late by partition 0's stream time of the written batches (20 s): only a restart that
+    # kept that stream time (in whatever layout, PerPartitionGroupValues) forwards it as late rather
+    # than as a duplicate of a@5
+    + [Rec("a", 9), Rec("a", 21), Rec("c", 25), Rec("b", 22, value=None), Rec("x", 41, partition=1)]
 )
-BATCHES = [RECORDS[:4], RECORDS[4:8], RECORDS[8:]]
+BATCHES = [RECORDS[:4], RECORDS[4:8], RECORDS[8:]]  # the fixtures hold the first two
 WRITTEN = 2  # micro-batches in a fixture; the test runs the third
 
 FAMILIES: dict[str, Callable] = {

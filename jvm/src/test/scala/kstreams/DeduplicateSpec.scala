@@ -183,8 +183,8 @@ class DeduplicateSpec extends SparkSuite {
         .option("checkpointLocation", checkpoint)
         .start()
     }
-    // what Spark's state reader finds in each state partition: the input partitions whose stream
-    // time the per-partition store keeps (operator 0), and the id groups of the global one (1)
+    // what Spark's state reader finds in each state partition: the groups (one per input
+    // partition) of the per-partition store (operator 0), and the id groups of the global one (1)
     def placed(operator: Int, stateVar: String, column: String): Seq[(Int, Int)] =
       spark.read
         .format("statestore")
@@ -193,6 +193,7 @@ class DeduplicateSpec extends SparkSuite {
         .option("stateVarName", stateVar)
         .load()
         .select(col(column), col("partition_id"))
+        .distinct()
         .collect()
         .map(r => r.getInt(0) -> r.getInt(1))
         .toSeq
@@ -203,7 +204,16 @@ class DeduplicateSpec extends SparkSuite {
       val query = start()
       try { input.addData(Event.numbered(batch)); query.processAllAvailable() }
       finally query.stop()
-      assert(placed(0, "streamTimes", "user_map_key.value") == byPartition, s"after run ${i + 1}")
+      val partitions = placed(0, "chunks", s"key.${HelperColumns.Group}").map { case (key, statePartition) =>
+        GroupPlacement.indexOf(key) -> statePartition
+      }
+      assert(partitions.sorted == byPartition, s"after run ${i + 1}")
+      // a new checkpoint's per-partition store is in layout 2: its small values in `chunks`
+      // (PerPartitionGroupValues), three variables in all, recorded beside the operator
+      val variables = kstreams.internal.inspect.StateVariables.ofOperators(spark, checkpoint).map(o => o._1 -> o._3)
+      assert(variables.find(_._1 == 0L).map(_._2.toSet).contains(Set("chunks", "chunkCounts", "entries")), variables)
+      val recorded = new String(Files.readAllBytes(java.nio.file.Paths.get(checkpoint, "kstreams", "operators.json")))
+      assert(recorded.replaceAll("\\s", "").contains("\"state_layouts\":[\"2\""), recorded)
       val groups = placed(1, "groups", "key.group")
       assert(groups.size == SpreadRecord.Groups, groups)
       assert(
@@ -355,12 +365,12 @@ class DeduplicateSpec extends SparkSuite {
           stateRowsPerBatch(Seq(at("other", 0, offset = 0, value = "o")) +: busy))
       finally spark.conf.unset("spark.kstreams.partitionIdleTimeout")
     val runs = s"state rows with an idle partition: $withIdle, without: $without"
-    // until the watermark is 10 minutes past it, partition 1 holds its chunk, its chunk count,
-    // its stream time, its sweep timer and the time of its last record
-    // (micro-batch 3: partition 0 at 400 s, the watermark short of 600 s)
+    // until the watermark is 10 minutes past it, partition 1 holds its chunk, its chunk count and
+    // its values (stream time, sweep timer, time of its last record: one row in layout 2,
+    // PerPartitionGroupValues) (micro-batch 3: partition 0 at 400 s, the watermark short of 600 s)
     assert(withIdle(3) >= without(3) + 3, runs)
-    // swept: only its stream time and the time of its last record are left
-    assert(withIdle.last == without.last + 2, runs)
+    // swept: only its values are left
+    assert(withIdle.last == without.last + 1, runs)
   }
 
   test("output schema is the input's, nullability included (non-null partition and offset)") {

@@ -23,7 +23,9 @@ import kstreams.internal.state._
   *    (`max(interval, 1 s)` of event time). Eviction deletes whole buckets once stream time has
   *    passed them (Kafka's segment drop), never scanning keys;
   *  - `entries`: one RocksDB row per key, written only while the group is *spilled* (below);
-  *  - `mode`: whether the group is spilled, and the token of its in-memory map.
+  *  - [[PerPartitionGroupValues]]: the partition's stream time, whether the group is spilled (and
+  *    the token of its in-memory map), when it last delivered and its sweep timer; in the `chunks`
+  *    map for a new checkpoint (layout 2), in variables of their own for one written before it.
   *
   * Two ways to look a record's key up (the protocol, shared with the global store, is
   * [[SpillableStore]]'s):
@@ -60,7 +62,8 @@ import kstreams.internal.state._
 private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings)
     extends StatefulProcessor[Int, CompactRecord, CompactOutput]
     with RealTimeCapable
-    with RecordedSettings {
+    with RecordedSettings
+    with LaidOutState {
 
   import settings._
   import PerPartitionDedupProcessor._
@@ -68,6 +71,9 @@ private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings
   private val intervalHistory = new SettingHistory("interval")
 
   override def recorded(queryId: String, history: Seq[String]): Unit = intervalHistory.record(queryId, history)
+
+  /** Layout 2 (the group's small values in the `chunks` map) for a new checkpoint. */
+  override val stateLayout: StateLayout = new StateLayout(current = 2)
 
   /** This query's intervals, from the checkpoint's first run's to this run's (only this run's for a
     * new checkpoint or a batch query). The first one's bucket width stays the store's layout for
@@ -80,25 +86,33 @@ private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings
   private val operatorId = java.util.UUID.randomUUID().toString
 
   @transient private var buckets: TimeBucketChunks = _
-  @transient private var streamTimes: MapState[Int, Long] = _
   @transient private var entries: MapState[Array[Byte], DedupEntry] = _
-  @transient private var mode: ValueState[DedupStoreMode] = _
+  @transient private var values: PerPartitionGroupValues = _
   @transient private var sweeper: Sweeper = _
-  @transient private var lastRecordMs: ValueState[Long] = _
   @transient private lazy val budgetBytes = DedupCaches.budgetBytes(memorySetting)
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
     intervals = intervalHistory.inTask(getHandle, streaming = useTimers, current = intervalMicros)
     buckets = new TimeBucketChunks(getHandle, math.max(intervals.head, 1000000L))
-    streamTimes = getHandle.getMapState[Int, Long]("streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
-    entries = getHandle.getMapState[Array[Byte], DedupEntry](
+    val sweepMicros = math.max(intervalMicros, IdleSweepMicros)
+    def declareEntries() = getHandle.getMapState[Array[Byte], DedupEntry](
       "entries",
       Encoders.BINARY,
       StateEncoders.product[DedupEntry],
       TTLConfig.NONE)
-    mode = getHandle.getValueState[DedupStoreMode]("mode", StateEncoders.product[DedupStoreMode], TTLConfig.NONE)
-    sweeper = new Sweeper(getHandle, math.max(intervalMicros, IdleSweepMicros))
-    lastRecordMs = getHandle.getValueState[Long]("lastRecordMs", Encoders.scalaLong, TTLConfig.NONE)
+    if (stateLayout.inTask(getHandle, streaming = useTimers) == 1) { // in the order layout 1 always had
+      val streamTimes =
+        getHandle.getMapState[Int, Long]("streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
+      entries = declareEntries()
+      val mode = getHandle.getValueState[DedupStoreMode]("mode", StateEncoders.product[DedupStoreMode], TTLConfig.NONE)
+      sweeper = new Sweeper(getHandle, sweepMicros)
+      val lastRecordMs = getHandle.getValueState[Long]("lastRecordMs", Encoders.scalaLong, TTLConfig.NONE)
+      values = new PerPartitionGroupValues.Separate(streamTimes, mode, lastRecordMs)
+    } else {
+      entries = declareEntries()
+      values = new PerPartitionGroupValues.InChunks(buckets)
+      sweeper = new Sweeper(getHandle, sweepMicros, values.pendingSweep)
+    }
   }
 
   /** Groups whose store is open in this task. In a micro-batch a group's records come in one
@@ -136,10 +150,10 @@ private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings
   private final class OpenGroup(group: Int, first: CompactRecord) {
     val realTime: Boolean = first.realTime
     private val partition = first.partition
-    private val times = new StreamTimes(streamTimes)
-    private var streamTime = times.current(partition) // of the group's one partition: stored once
+    private val streamTimeAtStart = values.streamTime(partition) // of the group's one partition
+    private var streamTime = streamTimeAtStart
     judgeUnderThisInterval(group, streamTime) // before the store reads its entries
-    private val store = new GroupStore(group, liveFromOf(streamTime), mode.get()) // null before its first batch
+    private val store = new GroupStore(group, liveFromOf(streamTime), values.mode) // null before its first batch
     private val emit = new CompactEmitter(lateRecords)
     private var lastOrder = Long.MinValue
 
@@ -156,10 +170,9 @@ private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings
 
     /** Writes what the group stored and its stream time; the drop counts to emit. */
     def close(timerValues: TimerValues): Iterator[CompactOutput] = {
-      times.advance(partition, streamTime)
-      times.flush()
+      if (streamTime > streamTimeAtStart) values.advance(partition, streamTime)
       val nowMs = timerValues.getCurrentProcessingTimeInMs()
-      if (nowMs >= 0) lastRecordMs.update(nowMs)
+      if (nowMs >= 0) values.lastRecordMs = nowMs
       store.close(streamTime - intervalMicros)
       if (useTimers) sweeper.ensureArmed(timerValues)
       emit.counts
@@ -180,7 +193,7 @@ private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings
     * happens once per group and run that changed the interval, whatever runs come between. */
   private def judgeUnderThisInterval(group: Int, streamTime: Long): Unit =
     SettingHistory.smallestSince(intervals, buckets.tag.fold(0)(_.toInt)).foreach { smallest =>
-      val stored = mode.get()
+      val stored = values.mode
       val spilled = stored != null && stored.spilled
       if (streamTime != Long.MinValue) {
         val deadBelow = streamTime - smallest
@@ -200,7 +213,7 @@ private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings
       }
       buckets.tag = Some(intervals.size - 1L)
       // a map kept in this executor holds what was just deleted: never use it again
-      if (stored != null && !stored.spilled) mode.update(stored.copy(token = SpillableStore.newToken()))
+      if (stored != null && !stored.spilled) values.mode = stored.copy(token = SpillableStore.newToken())
       cacheId(group).foreach(DedupCaches.drop)
     }
 
@@ -258,8 +271,8 @@ private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings
     override protected def layoutEmpty: Boolean = !buckets.nonEmpty
     override protected def clearEntries(): Unit = entries.clear()
     override protected def markSpilled(): Unit =
-      if (stored == null || !stored.spilled) mode.update(DedupStoreMode(0L, spilled = true))
-    override protected def markInMemory(token: Long): Unit = mode.update(DedupStoreMode(token, spilled = false))
+      if (stored == null || !stored.spilled) values.mode = DedupStoreMode(0L, spilled = true)
+    override protected def markInMemory(token: Long): Unit = values.mode = DedupStoreMode(token, spilled = false)
 
     // entries of earlier micro-batches; this one's are written by flushSpilled
     override protected def moveToEntries(): Unit =
@@ -356,28 +369,29 @@ private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings
     // own stream time passed at its next micro-batch, and the watermark, which follows the
     // fastest partition, would take entries still live for it (spec section 8).
     val nowMs = timerValues.getCurrentProcessingTimeInMs()
-    val delivering = nowMs >= 0 && lastRecordMs.exists() && nowMs - lastRecordMs.get() <= idleMs
-    if (open.contains(group) || delivering) sweeper.fired(timerValues, streamTimes)(_ => true)
+    val delivering = nowMs >= 0 && values.lastRecordMs.exists(nowMs - _ <= idleMs)
+    val ownStreamTime = values.ownStreamTime // a group is one partition: its slowest and fastest
+    if (open.contains(group) || delivering) sweeper.firedBehind(timerValues, ownStreamTime)(_ => true)
     else
-      sweeper.fired(timerValues, streamTimes) { sweepTime =>
+      sweeper.firedBehind(timerValues, ownStreamTime) { sweepTime =>
         val evictBelow = sweepTime - intervalMicros
         val dead = buckets.deadBuckets(evictBelow)
-        val current = Option(mode.get()).getOrElse(DedupStoreMode(0L, spilled = false))
+        val current = Option(values.mode).getOrElse(DedupStoreMode(0L, spilled = false))
         if (dead.nonEmpty) {
           removeBuckets(dead, evictBelow, current.spilled)
           // The watermark may be past the partition's own stream time (an idle partition): then
           // entries the processor still counts as live are gone, and a kept map would disagree with
           // the store. Such a map is never used again: the token changes.
-          val ownLiveFrom = liveFromOf(streamTimes.values().foldLeft(Long.MinValue)(math.max))
+          val ownLiveFrom = liveFromOf(ownStreamTime)
           if (!current.spilled && dead.exists { case (bucket, _) => buckets.bucketEnd(bucket) > ownLiveFrom }) {
-            mode.update(current.copy(token = SpillableStore.newToken()))
+            values.mode = current.copy(token = SpillableStore.newToken())
             cacheId(group).foreach(DedupCaches.drop)
           }
         }
         val left = buckets.nonEmpty
-        if (!left && mode.exists()) { // nothing stored any more: neither a map nor spilled entries
+        if (!left && values.mode != null) { // nothing stored any more: neither a map nor spilled entries
           if (current.spilled) entries.clear()
-          mode.clear()
+          values.clearMode()
           cacheId(group).foreach(DedupCaches.drop)
         }
         left

@@ -76,12 +76,21 @@ private[kstreams] final class TimeBucketChunks(
     * interval its entries were last judged under), in the `chunks` map under [[TagKey]], which no bucket's chunk
     * can have; so no state variable is added (each costs its construction in every task: issue 33)
     * and a store that never sets it is laid out as before. */
-  def tag: Option[Long] =
-    Option(chunks.getValue(TagKey)).map(bytes => ByteBuffer.wrap(bytes).getLong())
+  def tag: Option[Long] = reserved(TagKey).map(bytes => ByteBuffer.wrap(bytes).getLong())
 
-  def tag_=(value: Option[Long]): Unit = value match {
-    case Some(v) => chunks.updateValue(TagKey, ByteBuffer.allocate(8).putLong(v).array())
-    case None => if (chunks.containsKey(TagKey)) chunks.removeKey(TagKey)
+  def tag_=(value: Option[Long]): Unit = setReserved(TagKey, value.map(v => ByteBuffer.allocate(8).putLong(v).array()))
+
+  /** The owner's small values packed into one (the per-partition dedup's layout 2,
+    * [[PerPartitionGroupValues]]), in the `chunks` map under [[MetaKey]], as the tag is. */
+  def meta: Option[Array[Byte]] = reserved(MetaKey)
+
+  def meta_=(value: Option[Array[Byte]]): Unit = setReserved(MetaKey, value)
+
+  private def reserved(key: Long): Option[Array[Byte]] = Option(chunks.getValue(key))
+
+  private def setReserved(key: Long, value: Option[Array[Byte]]): Unit = value match {
+    case Some(bytes) => chunks.updateValue(key, bytes)
+    case None => if (chunks.containsKey(key)) chunks.removeKey(key)
   }
 
   private def write(bucket: Long, from: Int, encoded: Seq[Array[Byte]]): Unit = {
@@ -163,7 +172,14 @@ private[kstreams] object TimeBucketChunks {
 
   def chunkKey(bucket: Long, chunk: Int): Long = (bucket << 20) | chunk
 
-  /** The `chunks` key of [[TimeBucketChunks.tag]]: a chunk's key is at least `bucket << 20` of the
-    * bucket of year 1 (Spark's earliest timestamp), far above this. */
+  /** The `chunks` keys below this are not chunks but an owner's values ([[TagKey]], [[MetaKey]]): a
+    * chunk's key is at least `bucket << 20` of the bucket of year 1 (Spark's earliest timestamp),
+    * far above this. */
+  val ReservedBelow: Long = Long.MinValue + 16
+
+  /** The `chunks` key of [[TimeBucketChunks.tag]]. */
   val TagKey: Long = Long.MinValue
+
+  /** The `chunks` key of [[TimeBucketChunks.meta]]. */
+  val MetaKey: Long = Long.MinValue + 1
 }

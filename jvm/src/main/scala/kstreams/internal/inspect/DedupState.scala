@@ -6,7 +6,7 @@ import org.apache.spark.sql.{DataFrame, Encoders}
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.types.{LongType, StructType}
 
-import kstreams.internal.dedup.{PerPartitionDedupProcessor, TimeBucketChunks}
+import kstreams.internal.dedup.{PerPartitionDedupProcessor, PerPartitionGroupValues, TimeBucketChunks}
 
 /** The live entries of a per-partition dedup operator (`deduplicate_by_key`,
   * `deduplicate_by_key_value`), decoded the way [[PerPartitionDedupProcessor]] reads its own
@@ -33,13 +33,15 @@ private[inspect] object DedupState {
     val smallestFrom = typedLit(intervals.indices.map(i => i.toLong -> intervals.drop(i).min).toMap)
     val lastMicros = lit(intervals.last)
     val chunks = state("chunks")
-    val isTag = col("user_map_key.value") === lit(TimeBucketChunks.TagKey)
+    val mapKey = col("user_map_key.value")
     val judgedAt = chunks
-      .where(isTag)
+      .where(mapKey === lit(TimeBucketChunks.TagKey))
       .select(state.group, conv(hex(col("user_map_value.value")), 16, 10).cast(LongType).as("judged_at")) // 8 bytes
     val deadBelowGap = element_at(smallestFrom, coalesce(col("judged_at"), lit(0L)))
+    // a checkpoint of layout 1 has a `streamTimes` variable; layout 2 keeps them in `chunks`
+    val streamTimes = if (state.names.contains("streamTimes")) state.streamTimes else packedStreamTimes(state)
     val entries = chunks
-      .where(!isTag)
+      .where(mapKey >= lit(TimeBucketChunks.ReservedBelow))
       .select(state.group, col("user_map_value.value").as("chunk"))
       .as[(Int, Array[Byte])](Encoders.tuple(Encoders.scalaInt, Encoders.BINARY))
       .flatMap { case (g, chunk) =>
@@ -50,7 +52,7 @@ private[inspect] object DedupState {
       .toDF("group", "key_bytes", "ts", "offset")
     val current = entries.groupBy("group", "key_bytes").agg(max(struct(col("ts"), col("offset"))).as("e"))
     val live = current
-      .join(state.streamTimes, "group")
+      .join(streamTimes, "group")
       .join(judgedAt, Seq("group"), "left")
       .where(col("e.ts") >= col("stream_time") - deadBelowGap)
     live
@@ -63,4 +65,17 @@ private[inspect] object DedupState {
         ): _*)
       .orderBy("partition", "timestamp", "offset")
   }
+
+  /** (group, partition, stream_time) from layout 2's packed values (PerPartitionGroupValues.Packed);
+    * a group whose partition has no stream time yet has no row, as in layout 1. */
+  private def packedStreamTimes(state: StateVariables): DataFrame =
+    state("chunks")
+      .where(col("user_map_key.value") === lit(TimeBucketChunks.MetaKey))
+      .select(state.group, col("user_map_value.value"))
+      .as[(Int, Array[Byte])](Encoders.tuple(Encoders.scalaInt, Encoders.BINARY))
+      .flatMap { case (g, bytes) =>
+        val p = PerPartitionGroupValues.Packed.decode(bytes)
+        if (p.partition == -1) None else Some((g, p.partition, p.streamTimeMicros))
+      }(Encoders.tuple(Encoders.scalaInt, Encoders.scalaInt, Encoders.scalaLong))
+      .toDF("group", "partition", "stream_time")
 }

@@ -48,7 +48,14 @@ private[kstreams] object CheckpointOperators {
     * [[kstreams.CheckpointState]]. Not checked: filled in by the first run that knows them, so a
     * checkpoint written before this list existed gets it at its next restart. */
   private val StateTypes = "state_types"
-  private val Stored = Lists :+ StateTypes
+
+  /** Beside "operators", position for position: the layout of the operator's state variables
+    * ([[StateLayout]]) the checkpoint was written with, "" (or missing) for
+    * layout 1, the only one before this list existed. Recorded once, when the operator is added:
+    * its state keeps that layout for good, and the operator declares its variables by it
+    * ([[StateLayout]]). */
+  private val Layouts = "state_layouts"
+  private val Stored = Lists :+ StateTypes :+ Layouts
 
   /** Beside "operators", position for position: for an operator with settings a restart may change
     * ([[OperatorDescriptor.mayChangeOnRestart]]), its descriptor as each run that changed them ran
@@ -74,24 +81,30 @@ private[kstreams] object CheckpointOperators {
   }
   private val runs = mutable.HashMap.empty[String, Run]
 
-  /** Checks `descriptor` against the checkpoint of the query being planned; returns the query's id
-    * and the operator's descriptors from the checkpoint's first run to this one (one for an
-    * operator whose settings never changed, see [[History]]), or `None` outside a streaming query. */
-  def verify(processor: AnyRef, descriptor: OperatorDescriptor): Option[(String, Seq[String])] =
+  /** What [[verify]] found for one operator: the query's id, the operator's descriptors from the
+    * checkpoint's first run to this one (one for an operator whose settings never changed, see
+    * [[History]]) and the layout its state was written with ([[Layouts]]). */
+  final case class Recorded(queryId: String, history: Seq[String], stateLayout: Int)
+
+  /** Checks `descriptor` against the checkpoint of the query being planned (`currentLayout`: the
+    * layout of the operator's state a new checkpoint gets); `None` outside a streaming query. */
+  def verify(processor: AnyRef, descriptor: OperatorDescriptor, currentLayout: Int): Option[Recorded] =
     RunningQueries.current().map { query =>
-      query.id.toString -> verify(
+      val (history, layout) = verify(
         query,
         "operators",
         processor,
         descriptor.render,
         descriptor.stateTypes.map(_.json).getOrElse(""),
+        currentLayout,
         descriptor.sameStateAs)
+      Recorded(query.id.toString, history, layout)
     }
 
   /** [[verify]] for a Python processor's plan, told apart by `plan` (one per DataFrame made). */
   def verifyPythonProcessor(plan: AnyRef, descriptor: String): Unit =
     RunningQueries.current().foreach { query =>
-      verify(query, "python_processors", plan, descriptor, "", _ == descriptor)
+      verify(query, "python_processors", plan, descriptor, "", 1, _ == descriptor)
     }
 
   /** Whether `checkpoint` was written by a query with kstreams operators (JVM or Python): it has
@@ -117,7 +130,8 @@ private[kstreams] object CheckpointOperators {
       processor: AnyRef,
       descriptor: String,
       types: String,
-      sameState: String => Boolean): Seq[String] =
+      layout: Int,
+      sameState: String => Boolean): (Seq[String], Int) =
     synchronized {
       val key = query.id.toString
       val run = runs.get(key).filter(_.runId == query.runId).getOrElse {
@@ -149,6 +163,13 @@ private[kstreams] object CheckpointOperators {
           while (typesRecorded.size <= position) typesRecorded += ""
           typesRecorded(position) = types
         }
+        // a new operator's state gets its current layout; one recorded without stays at layout 1
+        val layoutAdded = list == "operators" && added && layout != 1
+        if (layoutAdded) {
+          val layouts = run.recorded(Layouts)
+          while (layouts.size <= position) layouts += ""
+          layouts(position) = layout.toString
+        }
         // this run's settings appended to the operator's history when a restart changed them; a
         // run that committed nothing is replaced by this one (see Ran)
         val changed = list == "operators" && {
@@ -162,12 +183,18 @@ private[kstreams] object CheckpointOperators {
             true
           }
         }
-        if (added || typesAdded || changed) write(run.checkpoint, run.recorded, run.history.toSeq)
+        if (added || typesAdded || layoutAdded || changed) write(run.checkpoint, run.recorded, run.history.toSeq)
       }
       val position = positions.get(processor).intValue
-      if (list != "operators") Seq(recorded(position))
-      else historyOf(run.history, position, recorded(position)).map(_.descriptor)
+      if (list != "operators") (Seq(recorded(position)), 1)
+      else
+        (
+          historyOf(run.history, position, recorded(position)).map(_.descriptor),
+          layoutOf(run.recorded(Layouts), position))
     }
+
+  private def layoutOf(layouts: collection.Seq[String], position: Int): Int =
+    layouts.lift(position).filter(_.nonEmpty).fold(1)(_.toInt)
 
   /** The runs of operator `position` in `history`: the first alone (`first`) when never changed. */
   private def historyOf(history: collection.Seq[Vector[Ran]], position: Int, first: String): Vector[Ran] =

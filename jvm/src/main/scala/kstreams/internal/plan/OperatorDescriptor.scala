@@ -111,11 +111,16 @@ private[kstreams] final class DescribedProcessor[K, I, O](
     if (TaskContext.get() == null) {
       if (!inner.isInstanceOf[RealTimeCapable] && RunningQueries.current().exists(RunningQueries.isRealTime))
         throw RealTimeCapable.refused(descriptor.operator)
-      val recorded = CheckpointOperators.verify(this, descriptor)
+      val laidOut = inner match {
+        case l: LaidOutState => Some(l.stateLayout)
+        case _ => None
+      }
+      val recorded = CheckpointOperators.verify(this, descriptor, laidOut.fold(1)(_.current))
       (inner, recorded) match {
-        case (r: RecordedSettings, Some((queryId, history))) => r.recorded(queryId, history)
+        case (r: RecordedSettings, Some(run)) => r.recorded(run.queryId, run.history)
         case _ =>
       }
+      laidOut.foreach(_.plan(recorded))
     }
     inner.setHandle(getHandle)
     inner.init(outputMode, timeMode)
@@ -139,6 +144,12 @@ private[kstreams] final class DescribedProcessor[K, I, O](
   * tasks (`getQueryInfo`). */
 private[kstreams] trait RecordedSettings {
   def recorded(queryId: String, history: Seq[String]): Unit
+}
+
+/** A processor whose state has more than one layout ([[StateLayout]]): before its `init` on the
+  * driver it is told the layout of the checkpoint it runs on. */
+private[kstreams] trait LaidOutState {
+  def stateLayout: StateLayout
 }
 
 /** A processor that runs in a real-time query (spec section 8) as in a micro-batch: it reads the

@@ -3,7 +3,7 @@ package internal
 package state
 
 import org.apache.spark.sql.Encoders
-import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TimerValues, TTLConfig}
+import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TimerValues, TTLConfig, ValueState}
 
 /** The one event-time timer a processor group keeps to sweep dead state out (one per group, not
   * one per key: timers are a state-store write each).
@@ -11,11 +11,17 @@ import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TimerV
   * When the watermark reaches the timer, the processor is told the stream time that no record of
   * the group can be behind any more, `max(smallest partition stream time, watermark)`; it removes
   * what is dead below it, and the timer re-arms `max(period, 1 s)` of watermark later while state
-  * is left. Create it in `init`.
+  * is left. Create it in `init`. The time of the pending timer is kept in the value state
+  * `sweepTimer`, or where `pendingAt` keeps it (a processor that packs its small values into one,
+  * [[kstreams.internal.plan.StateLayout]]).
   */
-private[kstreams] final class Sweeper(handle: StatefulProcessorHandle, periodMicros: Long) {
+private[kstreams] final class Sweeper(
+    handle: StatefulProcessorHandle,
+    periodMicros: Long,
+    pendingAt: Option[Sweeper.PendingTimer] = None) {
   private val everyMs = math.max(periodMicros / 1000, 1000L)
-  private val pending = handle.getValueState[Long]("sweepTimer", Encoders.scalaLong, TTLConfig.NONE)
+  private val pending: Sweeper.PendingTimer = pendingAt.getOrElse(
+    Sweeper.inValueState(handle.getValueState[Long]("sweepTimer", Encoders.scalaLong, TTLConfig.NONE)))
 
   /** Arms the timer unless one is pending. */
   def ensureArmed(timerValues: TimerValues): Unit =
@@ -23,13 +29,18 @@ private[kstreams] final class Sweeper(handle: StatefulProcessorHandle, periodMic
 
   /** The timer fired: `sweep(streamTime)` removes dead state and says whether any state is left. */
   def fired(timerValues: TimerValues, streamTimes: MapState[Int, Long])(sweep: Long => Boolean): Unit = {
+    val slowest = streamTimes.values().foldLeft(Long.MaxValue)(math.min)
+    firedBehind(timerValues, if (slowest == Long.MaxValue) Long.MinValue else slowest)(sweep)
+  }
+
+  /** [[fired]] for a processor that knows its slowest partition's stream time (Long.MinValue while
+    * it has none). */
+  def firedBehind(timerValues: TimerValues, slowestStreamTime: Long)(sweep: Long => Boolean): Unit = {
     pending.clear()
     val watermarkMs = timerValues.getCurrentWatermarkInMs()
     val watermarkMicros =
       if (watermarkMs > Long.MaxValue / 1000) Long.MaxValue else watermarkMs * 1000
-    val slowest = streamTimes.values().foldLeft(Long.MaxValue)(math.min)
-    val streamTime = math.max(if (slowest == Long.MaxValue) Long.MinValue else slowest, watermarkMicros)
-    if (sweep(streamTime)) arm(watermarkMs)
+    if (sweep(math.max(slowestStreamTime, watermarkMicros))) arm(watermarkMs)
   }
 
   /** The timer fired, for a processor that knows the stream time no record of the group can be
@@ -43,5 +54,21 @@ private[kstreams] final class Sweeper(handle: StatefulProcessorHandle, periodMic
     val at = math.max(watermarkMs, 0L) + everyMs
     handle.registerTimer(at)
     pending.update(at)
+  }
+}
+
+private[kstreams] object Sweeper {
+
+  /** Where the time of a group's pending sweep timer is kept. */
+  trait PendingTimer {
+    def exists(): Boolean
+    def clear(): Unit
+    def update(atMs: Long): Unit
+  }
+
+  private def inValueState(state: ValueState[Long]): PendingTimer = new PendingTimer {
+    def exists(): Boolean = state.exists()
+    def clear(): Unit = state.clear()
+    def update(atMs: Long): Unit = state.update(atMs)
   }
 }
