@@ -208,10 +208,10 @@ class DeduplicateSpec extends SparkSuite {
         GroupPlacement.indexOf(key) -> statePartition
       }
       assert(partitions.sorted == byPartition, s"after run ${i + 1}")
-      // a new checkpoint's per-partition store is in layout 2: its small values in `chunks`
-      // (PerPartitionGroupValues), three variables in all, recorded beside the operator
+      // a new checkpoint's per-partition store is in layout 2: its small values and chunk counts
+      // in `chunks` (PerPartitionGroupValues), two variables in all, recorded beside the operator
       val variables = kstreams.internal.inspect.StateVariables.ofOperators(spark, checkpoint).map(o => o._1 -> o._3)
-      assert(variables.find(_._1 == 0L).map(_._2.toSet).contains(Set("chunks", "chunkCounts", "entries")), variables)
+      assert(variables.find(_._1 == 0L).map(_._2.toSet).contains(Set("chunks", "entries")), variables)
       val recorded = new String(Files.readAllBytes(java.nio.file.Paths.get(checkpoint, "kstreams", "operators.json")))
       assert(recorded.replaceAll("\\s", "").contains("\"state_layouts\":[\"2\""), recorded)
       val groups = placed(1, "groups", "key.group")

@@ -15,12 +15,15 @@ final case class ChunkOp(ts: Long, id: String)
 
 /** Drives [[TimeBucketChunks]] (10 µs buckets, at most 3 chunks per bucket) on a real RocksDB
   * state store: one chunk per appended id, a full bucket compacted into one chunk of distinct ids.
-  * Emits the chunks of removed buckets ("removed ...") and then every chunk it holds. */
-class ChunkDriver extends StatefulProcessor[Int, ChunkOp, String] {
+  * Emits the chunks of removed buckets ("removed ...") and then every chunk it holds, and whether
+  * it holds any. `countsInChunks`: the chunk counts kept as a value of the chunk map (layout 2 of
+  * the per-partition dedup). */
+class ChunkDriver(countsInChunks: Boolean) extends StatefulProcessor[Int, ChunkOp, String] {
   @transient private var buckets: TimeBucketChunks = _
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit =
-    buckets = new TimeBucketChunks(getHandle, bucketMicros = 10, maxChunksPerBucket = 3)
+    buckets =
+      new TimeBucketChunks(getHandle, bucketMicros = 10, maxChunksPerBucket = 3, countsInChunks = countsInChunks)
 
   override def handleInputRows(key: Int, rows: Iterator[ChunkOp], timerValues: TimerValues): Iterator[String] = {
     val out = mutable.ArrayBuffer.empty[String]
@@ -33,40 +36,49 @@ class ChunkDriver extends StatefulProcessor[Int, ChunkOp, String] {
           Seq(all.flatMap(c => new String(c, UTF_8).split(",")).distinct.sorted.mkString(",").getBytes(UTF_8))
         }
     }
-    (out ++ buckets.all().map(c => new String(c, UTF_8)).toSeq.sorted).iterator
+    (out ++ buckets.all().map(c => new String(c, UTF_8)).toSeq.sorted :+ s"nonEmpty ${buckets.nonEmpty}").iterator
   }
 }
 
 class TimeBucketChunksSpec extends SparkSuite {
   import spark.implicits._
 
-  test("appends a chunk per micro-batch, compacts a full bucket, removes dead buckets; across a restart") {
-    val rows = streamRows(
-      Seq(
-        Seq(ChunkOp(1, "a"), ChunkOp(2, "b"), ChunkOp(15, "c")),
-        Seq(ChunkOp(3, "a"), ChunkOp(4, "d")), // bucket 0: "a", "b", "a", then "d" does not fit
-        Seq(ChunkOp(10, "evict"))
-      ), // bucket 0 ends at 10
-      Encoders.product[ChunkOp],
-      df =>
-        df.as[ChunkOp]
-          .groupByKey(_ => 0)
-          .transformWithState(new ChunkDriver, TimeMode.None(), OutputMode.Append())
-          .toDF("out"),
-      restartBefore = Set(1, 2)
-    )
-    assert(
-      rows.map(_.getString(0)) == Seq(
-        "a",
-        "b",
-        "c", // after micro-batch 0
-        "a,b,d",
-        "c", // after 1: bucket 0 compacted into one chunk
-        "removed a,b,d",
-        "c"
+  for (countsInChunks <- Seq(false, true))
+    test(
+      "appends a chunk per micro-batch, compacts a full bucket, removes dead buckets; across a restart" +
+        (if (countsInChunks) " (counts in the chunk map)" else "")) {
+      val rows = streamRows(
+        Seq(
+          Seq(ChunkOp(1, "a"), ChunkOp(2, "b"), ChunkOp(15, "c")),
+          Seq(ChunkOp(3, "a"), ChunkOp(4, "d")), // bucket 0: "a", "b", "a", then "d" does not fit
+          Seq(ChunkOp(10, "evict")), // bucket 0 ends at 10
+          Seq(ChunkOp(20, "evict")) // and bucket 1 at 20: none left
+        ),
+        Encoders.product[ChunkOp],
+        df =>
+          df.as[ChunkOp]
+            .groupByKey(_ => 0)
+            .transformWithState(new ChunkDriver(countsInChunks), TimeMode.None(), OutputMode.Append())
+            .toDF("out"),
+        restartBefore = Set(1, 2, 3)
       )
-    ) // after 2
-  }
+      assert(
+        rows.map(_.getString(0)) == Seq(
+          "a",
+          "b",
+          "c",
+          "nonEmpty true", // after micro-batch 0
+          "a,b,d",
+          "c",
+          "nonEmpty true", // after 1: bucket 0 compacted into one chunk
+          "removed a,b,d",
+          "c",
+          "nonEmpty true", // after 2
+          "removed c",
+          "nonEmpty false"
+        )
+      ) // after 3
+    }
 
   test("encodeChunks: entries in order, a chunk closed before it would pass 256 KiB, a larger entry alone") {
     val KiB = 1024

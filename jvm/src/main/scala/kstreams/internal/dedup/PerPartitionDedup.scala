@@ -25,7 +25,8 @@ import kstreams.internal.state._
   *  - `entries`: one RocksDB row per key, written only while the group is *spilled* (below);
   *  - [[PerPartitionGroupValues]]: the partition's stream time, whether the group is spilled (and
   *    the token of its in-memory map), when it last delivered and its sweep timer; in the `chunks`
-  *    map for a new checkpoint (layout 2), in variables of their own for one written before it.
+  *    map for a new checkpoint (layout 2, with the chunk counts: 2 state variables), in variables of
+  *    their own for one written before it (layout 1: 7).
   *
   * Two ways to look a record's key up (the protocol, shared with the global store, is
   * [[SpillableStore]]'s):
@@ -72,7 +73,7 @@ private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings
 
   override def recorded(queryId: String, history: Seq[String]): Unit = intervalHistory.record(queryId, history)
 
-  /** Layout 2 (the group's small values in the `chunks` map) for a new checkpoint. */
+  /** Layout 2 (the group's small values and chunk counts in the `chunks` map) for a new checkpoint. */
   override val stateLayout: StateLayout = new StateLayout(current = 2)
 
   /** This query's intervals, from the checkpoint's first run's to this run's (only this run's for a
@@ -93,14 +94,15 @@ private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
     intervals = intervalHistory.inTask(getHandle, streaming = useTimers, current = intervalMicros)
-    buckets = new TimeBucketChunks(getHandle, math.max(intervals.head, 1000000L))
+    val layout = stateLayout.inTask(getHandle, streaming = useTimers)
+    buckets = new TimeBucketChunks(getHandle, math.max(intervals.head, 1000000L), countsInChunks = layout == 2)
     val sweepMicros = math.max(intervalMicros, IdleSweepMicros)
     def declareEntries() = getHandle.getMapState[Array[Byte], DedupEntry](
       "entries",
       Encoders.BINARY,
       StateEncoders.product[DedupEntry],
       TTLConfig.NONE)
-    if (stateLayout.inTask(getHandle, streaming = useTimers) == 1) { // in the order layout 1 always had
+    if (layout == 1) { // in the order layout 1 always had
       val streamTimes =
         getHandle.getMapState[Int, Long]("streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
       entries = declareEntries()

@@ -17,7 +17,11 @@ import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLCon
   * write never reads or rewrites what a bucket already holds. Two map states, named `chunks` and
   * `chunkCounts` (or `<name>` and `<name>` without its last `s` plus `Counts`, for a processor that
   * keeps two indexes) in every checkpoint: chunk key ([[TimeBucketChunks.chunkKey]]) -> bytes, and
-  * bucket -> number of chunks.
+  * bucket -> number of chunks. With `countsInChunks` (the per-partition dedup's layout 2,
+  * [[PerPartitionGroupValues]]) the counts are one value of the `chunks` map instead (under
+  * [[TimeBucketChunks.CountsKey]]: one state variable fewer for every task to build, issue 33), read
+  * and rewritten whole on each change: a group has a few live buckets (`max(interval, 1 s)` wide, so
+  * about two), and a micro-batch changes a bucket's count once.
   *
   * {{{
   *   val buckets = new TimeBucketChunks(getHandle, bucketMicros)
@@ -29,17 +33,21 @@ private[kstreams] final class TimeBucketChunks(
     handle: StatefulProcessorHandle,
     bucketMicros: Long,
     maxChunksPerBucket: Int = TimeBucketChunks.MaxChunksPerBucket,
-    name: String = "chunks") {
+    name: String = "chunks",
+    countsInChunks: Boolean = false) {
   import TimeBucketChunks._
 
   private val chunks: MapState[Long, Array[Byte]] =
     handle.getMapState[Long, Array[Byte]](name, Encoders.scalaLong, Encoders.BINARY, TTLConfig.NONE)
-  private val chunkCounts: MapState[Long, Int] =
-    handle.getMapState[Long, Int](
-      name.stripSuffix("s") + "Counts",
-      Encoders.scalaLong,
-      Encoders.scalaInt,
-      TTLConfig.NONE)
+  private val chunkCounts: BucketCounts =
+    if (countsInChunks) new CountsInChunks
+    else
+      new CountsInMap(
+        handle.getMapState[Long, Int](
+          name.stripSuffix("s") + "Counts",
+          Encoders.scalaLong,
+          Encoders.scalaInt,
+          TTLConfig.NONE))
 
   def bucketOf(timestampMicros: Long): Long = Math.floorDiv(timestampMicros, bucketMicros)
 
@@ -65,7 +73,7 @@ private[kstreams] final class TimeBucketChunks(
     }
   }
 
-  private def countOf(bucket: Long): Int = if (chunkCounts.containsKey(bucket)) chunkCounts.getValue(bucket) else 0
+  private def countOf(bucket: Long): Int = chunkCounts.get(bucket)
 
   private def replace(bucket: Long, count: Int, rewritten: Seq[Array[Byte]]): Unit = {
     (0 until count).foreach(i => chunks.removeKey(chunkKey(bucket, i)))
@@ -95,7 +103,7 @@ private[kstreams] final class TimeBucketChunks(
 
   private def write(bucket: Long, from: Int, encoded: Seq[Array[Byte]]): Unit = {
     encoded.zipWithIndex.foreach { case (chunk, i) => chunks.updateValue(chunkKey(bucket, from + i), chunk) }
-    chunkCounts.updateValue(bucket, from + encoded.size)
+    chunkCounts.set(bucket, from + encoded.size)
   }
 
   private def chunksOf(bucket: Long, count: Int): Iterator[Array[Byte]] =
@@ -103,11 +111,11 @@ private[kstreams] final class TimeBucketChunks(
 
   /** Every chunk of every bucket, read lazily. */
   def all(): Iterator[Array[Byte]] =
-    chunkCounts.iterator().toVector.iterator.flatMap { case (bucket, count) => chunksOf(bucket, count) }
+    chunkCounts.all().iterator.flatMap { case (bucket, count) => chunksOf(bucket, count) }
 
   /** The buckets (with their chunk counts) whose every entry has `ts < evictBelow`. */
   def deadBuckets(evictBelow: Long): Vector[(Long, Int)] =
-    chunkCounts.iterator().filter { case (bucket, _) => bucketEnd(bucket) <= evictBelow }.toVector
+    chunkCounts.all().filter { case (bucket, _) => bucketEnd(bucket) <= evictBelow }
 
   /** Deletes `bucket` (of `count` chunks, from [[deadBuckets]]), handing each chunk to `read`
     * first if given (reading costs a RocksDB get per chunk). */
@@ -117,7 +125,7 @@ private[kstreams] final class TimeBucketChunks(
       read.foreach(f => f(chunks.getValue(key)))
       chunks.removeKey(key)
     }
-    chunkCounts.removeKey(bucket)
+    chunkCounts.remove(bucket)
   }
 
   /** Deletes every bucket whose every entry has `ts < evictBelow`, handing each chunk to `read`
@@ -125,10 +133,49 @@ private[kstreams] final class TimeBucketChunks(
   def removeDead(evictBelow: Long)(read: Array[Byte] => Unit): Unit =
     deadBuckets(evictBelow).foreach { case (bucket, count) => remove(bucket, count, Some(read)) }
 
-  def nonEmpty: Boolean = chunkCounts.exists()
+  def nonEmpty: Boolean = chunkCounts.nonEmpty
 
   /** Deletes every bucket. */
-  def clear(): Unit = chunkCounts.iterator().toVector.foreach { case (bucket, count) => remove(bucket, count, None) }
+  def clear(): Unit = chunkCounts.all().foreach { case (bucket, count) => remove(bucket, count, None) }
+
+  /** Bucket -> its number of chunks (0: none). */
+  private sealed trait BucketCounts {
+    def get(bucket: Long): Int
+    def set(bucket: Long, count: Int): Unit
+    def remove(bucket: Long): Unit
+    def all(): Vector[(Long, Int)]
+    def nonEmpty: Boolean
+  }
+
+  private final class CountsInMap(counts: MapState[Long, Int]) extends BucketCounts {
+    def get(bucket: Long): Int = if (counts.containsKey(bucket)) counts.getValue(bucket) else 0
+    def set(bucket: Long, count: Int): Unit = counts.updateValue(bucket, count)
+    def remove(bucket: Long): Unit = counts.removeKey(bucket)
+    def all(): Vector[(Long, Int)] = counts.iterator().toVector
+    def nonEmpty: Boolean = counts.exists()
+  }
+
+  /** `[bucket][count]` pairs one after the other under [[CountsKey]] (absent: none). */
+  private final class CountsInChunks extends BucketCounts {
+    def all(): Vector[(Long, Int)] = reserved(CountsKey).fold(Vector.empty[(Long, Int)]) { bytes =>
+      val in = ByteBuffer.wrap(bytes)
+      Vector.fill(bytes.length / 12)((in.getLong(), in.getInt()))
+    }
+    private def write(counts: Vector[(Long, Int)]): Unit =
+      setReserved(
+        CountsKey,
+        if (counts.isEmpty) None
+        else {
+          val out = ByteBuffer.allocate(12 * counts.size)
+          counts.foreach { case (bucket, count) => out.putLong(bucket).putInt(count) }
+          Some(out.array())
+        }
+      )
+    def get(bucket: Long): Int = all().collectFirst { case (`bucket`, count) => count }.getOrElse(0)
+    def set(bucket: Long, count: Int): Unit = write(all().filter(_._1 != bucket) :+ (bucket -> count))
+    def remove(bucket: Long): Unit = write(all().filter(_._1 != bucket))
+    def nonEmpty: Boolean = chunks.containsKey(CountsKey)
+  }
 }
 
 private[kstreams] object TimeBucketChunks {
@@ -182,4 +229,7 @@ private[kstreams] object TimeBucketChunks {
 
   /** The `chunks` key of [[TimeBucketChunks.meta]]. */
   val MetaKey: Long = Long.MinValue + 1
+
+  /** The `chunks` key of the chunk counts, for a store that keeps them there (`countsInChunks`). */
+  val CountsKey: Long = Long.MinValue + 2
 }
