@@ -17,8 +17,8 @@ final case class ChunkOp(ts: Long, id: String)
   * state store: one chunk per appended id, a full bucket compacted into one chunk of distinct ids.
   * Emits the chunks of removed buckets ("removed ...") and then every chunk it holds, and whether
   * it holds any. `countsInChunks`: the chunk counts kept as a value of the chunk map (layout 2 of
-  * the per-partition dedup). */
-class ChunkDriver(countsInChunks: Boolean) extends StatefulProcessor[Int, ChunkOp, String] {
+  * the per-partition dedup); `batched`: a call's changes of them written once, at its end. */
+class ChunkDriver(countsInChunks: Boolean, batched: Boolean) extends StatefulProcessor[Int, ChunkOp, String] {
   @transient private var buckets: TimeBucketChunks = _
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit =
@@ -27,15 +27,15 @@ class ChunkDriver(countsInChunks: Boolean) extends StatefulProcessor[Int, ChunkO
 
   override def handleInputRows(key: Int, rows: Iterator[ChunkOp], timerValues: TimerValues): Iterator[String] = {
     val out = mutable.ArrayBuffer.empty[String]
-    rows.foreach { op =>
-      if (op.id == "evict") buckets.deadBuckets(op.ts).foreach { case (bucket, count) =>
-        buckets.remove(bucket, count, Some(bytes => out += s"removed ${new String(bytes, UTF_8)}"))
-      }
+    def apply(): Unit = rows.foreach { op =>
+      if (op.id == "evict")
+        buckets.removeAll(buckets.deadBuckets(op.ts), Some(bytes => out += s"removed ${new String(bytes, UTF_8)}"))
       else
         buckets.append(buckets.bucketOf(op.ts), Seq(op.id.getBytes(UTF_8))) { all =>
           Seq(all.flatMap(c => new String(c, UTF_8).split(",")).distinct.sorted.mkString(",").getBytes(UTF_8))
         }
     }
+    if (batched) buckets.batched(apply()) else apply()
     (out ++ buckets.all().map(c => new String(c, UTF_8)).toSeq.sorted :+ s"nonEmpty ${buckets.nonEmpty}").iterator
   }
 }
@@ -43,10 +43,10 @@ class ChunkDriver(countsInChunks: Boolean) extends StatefulProcessor[Int, ChunkO
 class TimeBucketChunksSpec extends SparkSuite {
   import spark.implicits._
 
-  for (countsInChunks <- Seq(false, true))
+  for ((countsInChunks, batched) <- Seq((false, false), (true, false), (true, true)))
     test(
       "appends a chunk per micro-batch, compacts a full bucket, removes dead buckets; across a restart" +
-        (if (countsInChunks) " (counts in the chunk map)" else "")) {
+        (if (countsInChunks) " (counts in the chunk map" + (if (batched) ", batched)" else ")") else "")) {
       val rows = streamRows(
         Seq(
           Seq(ChunkOp(1, "a"), ChunkOp(2, "b"), ChunkOp(15, "c")),
@@ -58,7 +58,7 @@ class TimeBucketChunksSpec extends SparkSuite {
         df =>
           df.as[ChunkOp]
             .groupByKey(_ => 0)
-            .transformWithState(new ChunkDriver(countsInChunks), TimeMode.None(), OutputMode.Append())
+            .transformWithState(new ChunkDriver(countsInChunks, batched), TimeMode.None(), OutputMode.Append())
             .toDF("out"),
         restartBefore = Set(1, 2, 3)
       )

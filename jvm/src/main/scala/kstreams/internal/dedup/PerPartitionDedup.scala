@@ -304,7 +304,11 @@ private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings
         }
         i += 1
       }
-      byBucket.foreach { case (bucket, slots) => buckets.append(bucket, encode(live, slots.result()))(oneEntryPerKey) }
+      buckets.batched {
+        byBucket.foreach { case (bucket, slots) =>
+          buckets.append(bucket, encode(live, slots.result()))(oneEntryPerKey)
+        }
+      }
     }
 
     /** A full bucket's chunks rewritten with each key's newest entry once. */
@@ -346,19 +350,16 @@ private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings
   /** Deletes `dead` buckets; for a spilled group also the `entries` rows they hold that are dead
     * (`ts < evictBelow`): a key whose entry was replaced by a younger one keeps it. */
   private def removeBuckets(dead: Seq[(Long, Int)], evictBelow: Long, spilled: Boolean): Unit =
-    dead.foreach { case (bucket, count) =>
-      buckets.remove(
-        bucket,
-        count,
-        if (!spilled) None
-        else
-          Some(bytes =>
-            decode(bytes) { (key, _, _) =>
-              val e = entries.getValue(key)
-              if (e != null && e.timestampMicros < evictBelow) entries.removeKey(key)
-            })
-      )
-    }
+    buckets.removeAll(
+      dead,
+      if (!spilled) None
+      else
+        Some(bytes =>
+          decode(bytes) { (key, _, _) =>
+            val e = entries.getValue(key)
+            if (e != null && e.timestampMicros < evictBelow) entries.removeKey(key)
+          })
+    )
 
   override def handleExpiredTimer(
       group: Int,

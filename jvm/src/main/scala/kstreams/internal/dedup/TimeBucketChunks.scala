@@ -4,6 +4,8 @@ package dedup
 
 import java.nio.ByteBuffer
 
+import scala.collection.mutable
+
 import org.apache.spark.sql.Encoders
 import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig}
 
@@ -16,12 +18,14 @@ import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLCon
   * new chunks (one RocksDB value each, at most [[TimeBucketChunks.MaxChunkBytes]]), so a
   * write never reads or rewrites what a bucket already holds. Two map states, named `chunks` and
   * `chunkCounts` (or `<name>` and `<name>` without its last `s` plus `Counts`, for a processor that
-  * keeps two indexes) in every checkpoint: chunk key ([[TimeBucketChunks.chunkKey]]) -> bytes, and
-  * bucket -> number of chunks. With `countsInChunks` (the per-partition dedup's layout 2,
-  * [[PerPartitionGroupValues]]) the counts are one value of the `chunks` map instead (under
-  * [[TimeBucketChunks.CountsKey]]: one state variable fewer for every task to build, issue 33), read
-  * and rewritten whole on each change: a group has a few live buckets (`max(interval, 1 s)` wide, so
-  * about two), and a micro-batch changes a bucket's count once.
+  * keeps two indexes): chunk key ([[TimeBucketChunks.chunkKey]]) -> bytes, and bucket -> number of
+  * chunks. With `countsInChunks` (the per-partition dedup's layout 2, [[PerPartitionGroupValues]])
+  * the counts are one value of the `chunks` map instead (under [[TimeBucketChunks.CountsKey]]: one
+  * state variable fewer for every task to build, issue 33), read whole and rewritten whole. A group
+  * usually has about two live buckets (`max(interval, 1 s)` wide), but one whose interval grew on a
+  * restart keeps the first interval's width (up to 86,400 buckets from 1 s to 1 day): so changes of
+  * many buckets at once ([[batched]]: a micro-batch's appends, an eviction) read and write the
+  * counts once, not once per bucket.
   *
   * {{{
   *   val buckets = new TimeBucketChunks(getHandle, bucketMicros)
@@ -119,24 +123,36 @@ private[kstreams] final class TimeBucketChunks(
 
   /** Deletes `bucket` (of `count` chunks, from [[deadBuckets]]), handing each chunk to `read`
     * first if given (reading costs a RocksDB get per chunk). */
-  def remove(bucket: Long, count: Int, read: Option[Array[Byte] => Unit]): Unit = {
-    (0 until count).foreach { i =>
-      val key = chunkKey(bucket, i)
-      read.foreach(f => f(chunks.getValue(key)))
-      chunks.removeKey(key)
+  def remove(bucket: Long, count: Int, read: Option[Array[Byte] => Unit]): Unit = removeAll(Seq(bucket -> count), read)
+
+  /** [[remove]] of each of `dead`, with one change of the counts. */
+  def removeAll(dead: Seq[(Long, Int)], read: Option[Array[Byte] => Unit]): Unit = batched {
+    dead.foreach { case (bucket, count) =>
+      (0 until count).foreach { i =>
+        val key = chunkKey(bucket, i)
+        read.foreach(f => f(chunks.getValue(key)))
+        chunks.removeKey(key)
+      }
+      chunkCounts.remove(bucket)
     }
-    chunkCounts.remove(bucket)
+  }
+
+  /** Runs `body`, whose changes of the chunk counts are written once at its end (with
+    * `countsInChunks`; without, each is a RocksDB write anyway). `body` must not return a lazy
+    * iterator that changes them later. */
+  def batched[T](body: => T): T = chunkCounts match {
+    case packed: CountsInChunks => packed.batched(body)
+    case _ => body
   }
 
   /** Deletes every bucket whose every entry has `ts < evictBelow`, handing each chunk to `read`
     * first. */
-  def removeDead(evictBelow: Long)(read: Array[Byte] => Unit): Unit =
-    deadBuckets(evictBelow).foreach { case (bucket, count) => remove(bucket, count, Some(read)) }
+  def removeDead(evictBelow: Long)(read: Array[Byte] => Unit): Unit = removeAll(deadBuckets(evictBelow), Some(read))
 
   def nonEmpty: Boolean = chunkCounts.nonEmpty
 
   /** Deletes every bucket. */
-  def clear(): Unit = chunkCounts.all().foreach { case (bucket, count) => remove(bucket, count, None) }
+  def clear(): Unit = removeAll(chunkCounts.all(), None)
 
   /** Bucket -> its number of chunks (0: none). */
   private sealed trait BucketCounts {
@@ -157,11 +173,22 @@ private[kstreams] final class TimeBucketChunks(
 
   /** `[bucket][count]` pairs one after the other under [[CountsKey]] (absent: none). */
   private final class CountsInChunks extends BucketCounts {
-    def all(): Vector[(Long, Int)] = reserved(CountsKey).fold(Vector.empty[(Long, Int)]) { bytes =>
-      val in = ByteBuffer.wrap(bytes)
-      Vector.fill(bytes.length / 12)((in.getLong(), in.getInt()))
+
+    /** Inside [[batched]]: the counts, written back at its end; null outside. (State operations
+      * act on the grouping key of the call they run in, so the counts are never held across
+      * calls.) */
+    private var open: mutable.LongMap[Int] = null
+
+    private def read(): mutable.LongMap[Int] = {
+      val counts = mutable.LongMap.empty[Int]
+      reserved(CountsKey).foreach { bytes =>
+        val in = ByteBuffer.wrap(bytes)
+        while (in.hasRemaining) counts(in.getLong()) = in.getInt()
+      }
+      counts
     }
-    private def write(counts: Vector[(Long, Int)]): Unit =
+
+    private def write(counts: mutable.LongMap[Int]): Unit =
       setReserved(
         CountsKey,
         if (counts.isEmpty) None
@@ -171,10 +198,24 @@ private[kstreams] final class TimeBucketChunks(
           Some(out.array())
         }
       )
-    def get(bucket: Long): Int = all().collectFirst { case (`bucket`, count) => count }.getOrElse(0)
-    def set(bucket: Long, count: Int): Unit = write(all().filter(_._1 != bucket) :+ (bucket -> count))
-    def remove(bucket: Long): Unit = write(all().filter(_._1 != bucket))
-    def nonEmpty: Boolean = chunks.containsKey(CountsKey)
+
+    private def change(f: mutable.LongMap[Int] => Unit): Unit =
+      if (open != null) f(open)
+      else { val counts = read(); f(counts); write(counts) }
+
+    def batched[T](body: => T): T =
+      if (open != null) body
+      else {
+        open = read()
+        try { val result = body; write(open); result }
+        finally open = null
+      }
+
+    def get(bucket: Long): Int = (if (open != null) open else read()).getOrElse(bucket, 0)
+    def set(bucket: Long, count: Int): Unit = change(_.update(bucket, count))
+    def remove(bucket: Long): Unit = change(_.remove(bucket))
+    def all(): Vector[(Long, Int)] = (if (open != null) open else read()).toVector
+    def nonEmpty: Boolean = if (open != null) open.nonEmpty else chunks.containsKey(CountsKey)
   }
 }
 
@@ -219,7 +260,7 @@ private[kstreams] object TimeBucketChunks {
 
   def chunkKey(bucket: Long, chunk: Int): Long = (bucket << 20) | chunk
 
-  /** The `chunks` keys below this are not chunks but an owner's values ([[TagKey]], [[MetaKey]]): a
+  /** The `chunks` keys below this are not chunks but values ([[TagKey]], [[MetaKey]], [[CountsKey]]): a
     * chunk's key is at least `bucket << 20` of the bucket of year 1 (Spark's earliest timestamp),
     * far above this. */
   val ReservedBelow: Long = Long.MinValue + 16

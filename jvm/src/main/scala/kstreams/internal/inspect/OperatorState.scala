@@ -26,12 +26,12 @@ private[kstreams] object OperatorState {
   private sealed abstract class Kind(val operators: Seq[String], isIts: Set[String] => Boolean) extends Product {
     def declares(variables: Set[String]): Boolean = isIts(variables)
   }
-  // `chunks` and `entries` in both of its layouts (PerPartitionGroupValues); the global dedup has
-  // them too, beside its log
+  // layout 1 (seven variables, `mode` among them) or layout 2 (exactly these two:
+  // PerPartitionGroupValues); the global dedup has `chunks` and `entries` too, beside others
   private case object PerPartitionDedup
       extends Kind(
         Seq("deduplicate_by_key", "deduplicate_by_key_value"),
-        v => Set("chunks", "entries").subsetOf(v) && !v.contains("logChunks"))
+        v => Set("chunks", "entries", "mode").subsetOf(v) || v == Set("chunks", "entries"))
   private case object GlobalDedup extends Kind(Seq("deduplicate"), Set("logChunks", "storeMode", "groups").subsetOf)
   private case object TumblingDistinct extends Kind(Seq("windowed_distinct"), _.contains("openWindows"))
   private case object SessionDistinct extends Kind(Seq("session_distinct"), _.contains("sessions"))

@@ -3,6 +3,7 @@ package internal
 package plan
 
 import org.apache.spark.TaskContext
+import org.apache.spark.sql.kstreams.RunningQueries
 import org.apache.spark.sql.streaming.StatefulProcessorHandle
 
 /** Which layout of its state variables a processor declares ([[LaidOutState]]): `current` for a
@@ -17,8 +18,8 @@ import org.apache.spark.sql.streaming.StatefulProcessorHandle
   * checkpoint's variables cannot be renamed under it.
   *
   * Kept per query id, as [[SettingHistory]] is (one DataFrame may run in several queries); the
-  * driver's own `init`, which only collects the variables' schemas, gets the layout of the run it
-  * is planning.
+  * driver's own `init`, which only collects the variables' schemas, gets the layout of the query
+  * it is planning (on that query's thread).
   *
   * {{{
   *   val stateLayout = new StateLayout(current = 2)
@@ -27,22 +28,16 @@ import org.apache.spark.sql.streaming.StatefulProcessorHandle
   */
 private[kstreams] final class StateLayout(val current: Int) extends Serializable {
   @volatile private var byQuery = Map.empty[String, Int]
-  @volatile private var planned = current
 
   /** On the driver, before the processor's `init` for a run: what the checkpoint recorded, `None`
     * outside a streaming query. */
-  def plan(recorded: Option[CheckpointOperators.Recorded]): Unit = synchronized {
-    recorded match {
-      case Some(run) =>
-        byQuery += run.queryId -> run.stateLayout
-        planned = run.stateLayout
-      case None => planned = current
-    }
-  }
+  def plan(recorded: Option[CheckpointOperators.Recorded]): Unit =
+    recorded.foreach(run => synchronized { byQuery += run.queryId -> run.stateLayout })
 
   /** The layout to declare in `init` (`streaming`: the processor runs in a streaming query). */
   def inTask(handle: StatefulProcessorHandle, streaming: Boolean): Int =
-    if (TaskContext.get() == null) planned
+    if (TaskContext.get() == null)
+      RunningQueries.current().flatMap(query => byQuery.get(query.id.toString)).getOrElse(current)
     else if (!streaming) current
     else {
       val queryId = handle.getQueryInfo().getQueryId.toString
