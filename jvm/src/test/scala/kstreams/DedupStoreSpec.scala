@@ -64,6 +64,18 @@ class DedupStoreSpec extends SparkSuite {
     }
   }
 
+  // a checkpoint of an earlier release (or one written with spark.kstreams.dedup.stateLayout=1)
+  // runs the per-partition store in layout 1, its seven state variables: the same oracle
+  for ((opName, op, key, _) <- operators.filterNot(_._4))
+    test(s"$opName, spills part-way, layout 1: the oracle's output over 8 micro-batches with 2 restarts") {
+      val batches = randomBatches(seed = 11, keys = 1500, perPartition = 1200, batches = 8)
+      spark.conf.set(PerPartitionDedupProcessor.StateLayoutConf, "1")
+      val got =
+        try withMemory(Some("150k"))(eventRows(batches, op, restartBefore = Set(3, 6))).map(_.getAs[String]("value"))
+        finally spark.conf.unset(PerPartitionDedupProcessor.StateLayoutConf)
+      assertSame(got, oracle(batches, key))
+    }
+
   private def assertSame(got: Seq[String], want: Seq[String]): Unit =
     assert(
       got.sorted == want.sorted,
@@ -232,6 +244,15 @@ class DedupStoreSpec extends SparkSuite {
     val duplicates = events.size - want.size // every other meeting of a cycling key (12 s apart: new)
     assert(duplicates == 39000, s"$duplicates duplicates")
     assertSame(got, want)
+  }
+
+  test("a bad state layout setting is refused naming the setting") {
+    spark.conf.set(PerPartitionDedupProcessor.StateLayoutConf, "3")
+    val e =
+      try intercept[KStreamsException](KStream(batch(Seq(Event.at("a", 1)))).deduplicateByKey("1 s"))
+      finally spark.conf.unset(PerPartitionDedupProcessor.StateLayoutConf)
+    assert(
+      e.getMessage == s"${PerPartitionDedupProcessor.StateLayoutConf} must be 1 or 2, got '3' (the manual, \"Operating a query\")")
   }
 
   test("a bad memory setting is refused naming the setting") {

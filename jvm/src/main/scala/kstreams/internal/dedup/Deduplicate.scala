@@ -43,7 +43,8 @@ private[kstreams] object Deduplicate {
       useTimers = df.isStreaming,
       memorySetting = DedupCaches.memorySetting(df.sparkSession),
       lateRecords,
-      idleMs = PartitionClocks.idleTimeoutMs(df.sparkSession)
+      idleMs = PartitionClocks.idleTimeoutMs(df.sparkSession),
+      newStateLayout = PerPartitionDedupProcessor.newStateLayout(df.sparkSession)
     )
     val keyParts = parts.map(_._2)
     scope match {
@@ -105,7 +106,8 @@ private[kstreams] final case class DedupSettings(
     useTimers: Boolean,
     memorySetting: Long,
     lateRecords: LateRecords,
-    idleMs: Long)
+    idleMs: Long,
+    newStateLayout: Int = PerPartitionDedupProcessor.DefaultStateLayout)
 
 /** Whose records a dedup judges together: one input partition's (`deduplicateByKey`,
   * `deduplicateByKeyValue`, as a Kafka Streams task's store), or the whole stream's
