@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 from checkpoint_fixtures import BATCHES, FAMILIES, FIXTURES, READS, ROOT, WRITTEN, run_batches
@@ -53,7 +54,7 @@ def test_a_checkpoint_of_the_last_release_continues_as_if_never_stopped(spark, t
             # fresh checkpoint gets layout 2; a fixture rewritten by a later release would lose
             # the only test of layout 1 here
             layouts = [
-                json.load(open(os.path.join(r.root, "checkpoint", "kstreams", "operators.json"))).get(
+                json.loads(Path(r.root, "checkpoint", "kstreams", "operators.json").read_text()).get(
                     "state_layouts"
                 )
                 for r in (resumed, fresh)

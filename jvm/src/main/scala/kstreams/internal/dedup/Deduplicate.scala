@@ -107,7 +107,7 @@ private[kstreams] final case class DedupSettings(
     memorySetting: Long,
     lateRecords: LateRecords,
     idleMs: Long,
-    newStateLayout: Int = PerPartitionDedupProcessor.DefaultStateLayout)
+    newStateLayout: Int)
 
 /** Whose records a dedup judges together: one input partition's (`deduplicateByKey`,
   * `deduplicateByKeyValue`, as a Kafka Streams task's store), or the whole stream's

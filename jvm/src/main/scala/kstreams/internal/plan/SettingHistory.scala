@@ -9,9 +9,8 @@ import org.apache.spark.sql.streaming.StatefulProcessorHandle
   * runs of a checkpoint had it, for the processor that judges state written under earlier values
   * ([[RecordedSettings]]): the dedup interval, a window's grace.
   *
-  * Kept per query id: one DataFrame (so one processor object) may run in several queries, each on
-  * a checkpoint of its own, and the driver tells the object each one's history before that query's
-  * first micro-batch; a task looks its own query's up.
+  * Kept per query id ([[PerQuery]]): the driver tells the processor each query's history before
+  * that query's first micro-batch; a task looks its own query's up.
   *
   * {{{
   *   private val intervals = new SettingHistory("interval")
@@ -20,20 +19,17 @@ import org.apache.spark.sql.streaming.StatefulProcessorHandle
   * }}}
   */
 private[kstreams] final class SettingHistory(setting: String) extends Serializable {
-  @volatile private var byQuery = Map.empty[String, Vector[Long]]
+  private val byQuery = new PerQuery[Vector[Long]]
 
   /** `history`: the operator's rendered descriptors from the checkpoint's first run to this one. */
-  def record(queryId: String, history: Seq[String]): Unit = synchronized {
-    byQuery += queryId -> history.flatMap(OperatorDescriptor.setting(_, setting)).map(Intervals.micros).toVector
-  }
+  def record(queryId: String, history: Seq[String]): Unit =
+    byQuery.record(queryId, history.flatMap(OperatorDescriptor.setting(_, setting)).map(Intervals.micros).toVector)
 
   /** The values from the checkpoint's first run to this one (whose value is `current`), for the
     * query of the task `handle` serves; `current` alone for a batch query, a new checkpoint and the
     * driver's own `init` (which only collects the state's schemas). */
   def inTask(handle: StatefulProcessorHandle, streaming: Boolean, current: Long): Vector[Long] = {
-    val recorded =
-      if (TaskContext.get() == null || !streaming) None
-      else byQuery.get(handle.getQueryInfo().getQueryId.toString)
+    val recorded = if (TaskContext.get() == null || !streaming) None else byQuery.inInit(handle)
     recorded.filter(_.lastOption.contains(current)).getOrElse(Vector(current))
   }
 }

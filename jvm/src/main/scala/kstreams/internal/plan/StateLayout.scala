@@ -3,7 +3,6 @@ package internal
 package plan
 
 import org.apache.spark.TaskContext
-import org.apache.spark.sql.kstreams.RunningQueries
 import org.apache.spark.sql.streaming.StatefulProcessorHandle
 
 /** Which layout of its state variables a processor declares ([[LaidOutState]]): `current` for a
@@ -17,9 +16,8 @@ import org.apache.spark.sql.streaming.StatefulProcessorHandle
   * boundary (issue 33). A layout that packs small values into one variable is cheaper, but a
   * checkpoint's variables cannot be renamed under it.
   *
-  * Kept per query id, as [[SettingHistory]] is (one DataFrame may run in several queries); the
-  * driver's own `init`, which only collects the variables' schemas, gets the layout of the query
-  * it is planning (on that query's thread).
+  * Kept per query id ([[PerQuery]]); the driver's own `init`, which only collects the variables'
+  * schemas, gets the layout of the query it is planning (on that query's thread).
   *
   * {{{
   *   val stateLayout = new StateLayout(current = 2)
@@ -27,25 +25,24 @@ import org.apache.spark.sql.streaming.StatefulProcessorHandle
   * }}}
   */
 private[kstreams] final class StateLayout(val current: Int) extends Serializable {
-  @volatile private var byQuery = Map.empty[String, Int]
+  private val byQuery = new PerQuery[Int]
 
   /** On the driver, before the processor's `init` for a run: what the checkpoint recorded, `None`
     * outside a streaming query. */
   def plan(recorded: Option[CheckpointOperators.Recorded]): Unit =
-    recorded.foreach(run => synchronized { byQuery += run.queryId -> run.stateLayout })
+    recorded.foreach(run => byQuery.record(run.queryId, run.stateLayout))
 
   /** The layout to declare in `init` (`streaming`: the processor runs in a streaming query). */
   def inTask(handle: StatefulProcessorHandle, streaming: Boolean): Int =
-    if (TaskContext.get() == null)
-      RunningQueries.current().flatMap(query => byQuery.get(query.id.toString)).getOrElse(current)
-    else if (!streaming) current
-    else {
-      val queryId = handle.getQueryInfo().getQueryId.toString
-      // a task whose query's driver did not record the checkpoint's layout could read another
-      // layout's state as empty: fail rather than let duplicates through
-      byQuery.getOrElse(
-        queryId,
-        throw new KStreamsException(
-          s"internal error: no state layout was recorded for query $queryId before its tasks ran"))
-    }
+    if (TaskContext.get() != null && !streaming) current
+    else
+      byQuery.inInit(handle).getOrElse {
+        // the driver's plan of a batch query: a new state
+        if (TaskContext.get() == null) current
+        // a task whose query's driver did not record the checkpoint's layout could read another
+        // layout's state as empty: fail rather than let duplicates through
+        else
+          throw new KStreamsException(
+            s"internal error: no state layout was recorded for query ${handle.getQueryInfo().getQueryId} before its tasks ran")
+      }
 }
