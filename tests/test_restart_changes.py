@@ -1,10 +1,11 @@
 """What a restart from the same checkpoint may change (the manual, "Operating a query"): the late-record
 policy and the dedup store's memory decide no stored state, so a restart may change them and the
-result is the rule's under the new setting from the first record on; the per-partition dedup
-interval may change too, with every stored entry judged by the new interval while an entry already
-dead under the old one stays dead, and so may the grace of a windowed distinct and of a windowed
-aggregation; what else decides the stored state (operator, the global dedup's interval, windows'
-size and gap, joins' windows, key, id) is refused (tests/test_bad_input.py)."""
+result is the rule's under the new setting from the first record on; the dedup
+interval may change too (per partition and global), with every stored entry judged by the new
+interval while an entry already dead under the old one stays dead (for the global store: for each
+partition it had died for), and so may the grace of a windowed distinct and of a windowed
+aggregation; what else decides the stored state (operator, windows' size and gap, joins' windows,
+key, id) is refused (tests/test_bad_input.py)."""
 
 from __future__ import annotations
 
@@ -190,6 +191,79 @@ def test_a_shorter_interval_then_the_first_again_keeps_what_died_in_between_dead
         (1, 0, "x"),
         (1, 1, "y"),
         (1, 2, "x"),
+    ]
+
+
+def _global(interval: str):
+    return lambda d: KStream(d).deduplicate("key", interval).df
+
+
+def _at(seconds: int) -> dt.datetime:
+    return (BASE + dt.timedelta(seconds=seconds)).replace(tzinfo=None)
+
+
+@pytest.mark.parametrize("memory", [None, "1"], ids=["in_memory", "spilled"])
+def test_the_global_stores_longer_intervals_keep_what_died_for_each_partition_dead(spark, tmp_path, memory):
+    """The global store (one entry per id over all partitions, each record judged by its own
+    partition's stream time), 10 s, then 30 s, then 60 s, over two partitions.
+
+    * Run 1 (10 s): partition 0 stores a@0, e@1, b@15, d@25 (stream time 25), partition 1 c@5
+      (stream time 5). Nothing is evicted (partition 1 lags). When the run stops a@0, e@1 and c@5
+      are dead for partition 0 (below 25 - 10) and live for partition 1 (5 - 10).
+    * Run 2 (30 s): a@26 on partition 0 is forwarded (a@0 stays dead for it, though 30 s reaches
+      it); e@20 on partition 1 is dropped (e@1 is live for partition 1, and 30 s reaches it where
+      10 s would not); f@12 on partition 0 is new (not late under 30 s) and stored, and f@14 is its
+      duplicate: an entry written after the restart is judged by the new interval alone, though it
+      lies below what died for partition 0; e@27 on partition 0 is forwarded (e@1 still dead for
+      it). The state then shows c@5 live for partition 1 only, while 30 s alone would make it live
+      for partition 0 too (stream time 27).
+    * Run 3 (60 s): c@30 on partition 1 is dropped (c@5 live for it); c@40 on partition 0 is
+      forwarded: c@5 died for partition 0 in run 1, and stays dead though neither 30 s at the end of
+      run 2 (27 - 30) nor 60 s would kill it."""
+    records = with_offsets(
+        [Rec("a", 0), Rec("e", 1), Rec("b", 15), Rec("c", 5, partition=1)]
+        + [Rec("d", 25)]
+        + [Rec("a", 26), Rec("f", 12), Rec("e", 20, partition=1)]
+        + [Rec("f", 14), Rec("e", 27)]
+        + [Rec("c", 30, partition=1)]
+        + [Rec("c", 40)]
+    )
+    run = StreamRun(spark, str(tmp_path), _global("10 s"))
+    try:
+        if memory:
+            spark.conf.set(MEMORY_CONF, memory)
+        run.add_batch(records[:4])
+        run.add_batch(records[4:5])
+        run.run()
+        run.op = _global("30 s")
+        run.add_batch(records[5:8])
+        run.add_batch(records[8:10])
+        run.run()
+        shown = read_state(spark, str(tmp_path / "checkpoint")).collect()
+        run.op = _global("60 s")
+        run.add_batch(records[10:11])
+        run.add_batch(records[11:])
+        run.run()
+    finally:
+        spark.conf.unset(MEMORY_CONF)
+    assert _forwarded(run) == [
+        (0, 0, "a"),
+        (0, 1, "e"),
+        (0, 2, "b"),
+        (0, 3, "d"),
+        (0, 4, "a"),
+        (0, 5, "f"),
+        (0, 7, "e"),
+        (0, 8, "c"),
+        (1, 0, "c"),
+    ]
+    assert [(r.id, r.timestamp, r.partition, r.live_until, r.live_for_partitions) for r in shown] == [
+        ("c", _at(5), 1, _at(35), [1]),
+        ("f", _at(12), 0, _at(42), [0, 1]),
+        ("b", _at(15), 0, _at(45), [0, 1]),
+        ("d", _at(25), 0, _at(55), [0, 1]),
+        ("a", _at(26), 0, _at(56), [0, 1]),
+        ("e", _at(27), 0, _at(57), [0, 1]),
     ]
 
 

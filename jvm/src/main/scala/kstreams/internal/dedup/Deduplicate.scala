@@ -47,17 +47,17 @@ private[kstreams] object Deduplicate {
       newStateLayout = PerPartitionDedupProcessor.newStateLayout(df.sparkSession)
     )
     val keyParts = parts.map(_._2)
+    // both stores judge entries of another interval themselves (the manual, "Operating a query"):
+    // the per-partition one deletes what died, the global one marks it per partition
+    val restartable = descriptor.mayChangeOnRestart("interval")
     scope match {
       case DedupScope.PerPartition => // state per input partition, in the time-bucketed store
         val (grouped, userSchema) = CompactInput.prepare(df, resolved, keyParts, Some(intervalMicros))
-        // this store judges entries of another interval itself (the manual, "Operating a query"); the
-        // global one does not yet: its entries are dead per reading partition
-        val restartable = descriptor.mayChangeOnRestart("interval")
         run(df, grouped, new PerPartitionDedupProcessor(settings), restartable, userSchema, lateRecords)
       case DedupScope.Global => // one store over all partitions, spread over id hash groups
         val (grouped, userSchema) =
           SpreadInput.prepare(df, resolved, keyParts, SpreadRecord.Groups, Some(intervalMicros))
-        run(df, grouped, new GlobalDedupProcessor(settings), descriptor, userSchema, lateRecords)
+        run(df, grouped, new GlobalDedupProcessor(settings), restartable, userSchema, lateRecords)
     }
   }
 

@@ -52,15 +52,26 @@ import kstreams.internal.state._
   * is either voided by a tombstone or in a bucket no younger than the entry's, and buckets are
   * dropped oldest first (all those that ended before the bound at once): a dropped bucket never
   * uncovers an older write.
+  *
+  * A restart may change the interval: the entries a partition had already seen die stay dead for
+  * it, by marks ([[EarlierDeaths]]) rather than deletion, since they may be live for another.
   */
 private[kstreams] final class GlobalDedupProcessor(settings: DedupSettings)
-    extends StatefulProcessor[Int, SpreadRecord, CompactOutput] {
+    extends StatefulProcessor[Int, SpreadRecord, CompactOutput]
+    with RecordedSettings {
 
   import settings._
   import GlobalDedupProcessor._
   import GlobalLog._
 
-  private val bucketMicros = math.max(intervalMicros, 1000000L)
+  private val intervalHistory = new SettingHistory("interval")
+
+  override def recorded(queryId: String, history: Seq[String]): Unit = intervalHistory.record(queryId, history)
+
+  /** This query's intervals, from the checkpoint's first run's to this run's ([[SettingHistory]]).
+    * The first one's bucket width (`max(interval, 1 s)`) stays the store's for good, since chunk
+    * keys are bucket numbers. */
+  @transient private var intervals: Vector[Long] = _
 
   /** Tells this operator's maps apart in [[DedupCaches]]; made once on the driver. */
   private val operatorId = java.util.UUID.randomUUID().toString
@@ -73,6 +84,7 @@ private[kstreams] final class GlobalDedupProcessor(settings: DedupSettings)
   @transient private var mode: ValueState[GlobalStoreMode] = _
   @transient private var sweeper: Sweeper = _
   @transient private var clocks: PartitionClocks = _
+  @transient private var earlierDeaths: EarlierDeaths = _
   @transient private lazy val budgetBytes = DedupCaches.budgetBytes(memorySetting)
 
   override def init(outputMode: OutputMode, timeMode: TimeMode): Unit = {
@@ -81,6 +93,8 @@ private[kstreams] final class GlobalDedupProcessor(settings: DedupSettings)
       Encoders.BINARY,
       StateEncoders.product[GlobalDedupEntry],
       TTLConfig.NONE)
+    intervals = intervalHistory.inTask(getHandle, streaming = useTimers, current = intervalMicros)
+    val bucketMicros = math.max(intervals.head, 1000000L)
     idBuckets = new TimeBucketChunks(getHandle, bucketMicros)
     log = new TimeBucketChunks(getHandle, bucketMicros, name = "logChunks")
     streamTimes = getHandle.getMapState[Int, Long]("streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
@@ -89,6 +103,7 @@ private[kstreams] final class GlobalDedupProcessor(settings: DedupSettings)
     sweeper = new Sweeper(getHandle, math.max(intervalMicros, PerPartitionDedupProcessor.IdleSweepMicros))
     // `streamTimes` is where the clocks were kept before idleness counted (read once, then empty)
     clocks = new PartitionClocks(getHandle, idleMs, Some(streamTimes))
+    earlierDeaths = new EarlierDeaths(getHandle)
   }
 
   override def handleInputRows(
@@ -98,7 +113,10 @@ private[kstreams] final class GlobalDedupProcessor(settings: DedupSettings)
     val store = new GroupStore(group, checkLayout(group))
     val nowMs = timerValues.getCurrentProcessingTimeInMs()
     clocks.begin(nowMs)
-    store.open(deadBelow(clocks.slowestWaitedFor(nowMs)))
+    val evictBelow = deadBelow(clocks.slowestWaitedFor(nowMs))
+    store.open(evictBelow)
+    // before any record moves a stream time (the clocks are the partitions' as the run stopped)
+    val marks = earlierDeaths.judge(intervals, clocks.streamTimes, evictBelow)(store.storedEntries)
     val emit = new CompactEmitter(lateRecords)
     var lastPartition = Int.MinValue
     var lastOrder = Long.MinValue
@@ -116,7 +134,7 @@ private[kstreams] final class GlobalDedupProcessor(settings: DedupSettings)
         } else {
           val liveFrom = clocks.streamTime(r.partition, r.streamTimeMicros) - intervalMicros
           if (r.keyNull) emit.forward(r.payload)
-          else if (!shouldForward(r, liveFrom, store)) emit.duplicate()
+          else if (!shouldForward(r, liveFrom, store, marks)) emit.duplicate()
           else emit.forwardable(r.payload, late = r.timestampMicros < liveFrom)
         }
       }
@@ -130,10 +148,12 @@ private[kstreams] final class GlobalDedupProcessor(settings: DedupSettings)
   }
 
   /** The spec's rule for a record with a non-null id whose partition's `S - interval` is
-    * `liveFrom`. */
-  private def shouldForward(r: SpreadRecord, liveFrom: Long, store: GroupStore): Boolean = {
+    * `liveFrom`; an entry a restart found dead for the record's partition stays dead
+    * ([[EarlierDeaths]]). */
+  private def shouldForward(r: SpreadRecord, liveFrom: Long, store: GroupStore, marks: EarlierDeaths.Marks): Boolean = {
     val e = store.entry(r.key)
-    val isLive = e.present && e.timestampMicros >= liveFrom
+    val isLive = e.present && e.timestampMicros >= liveFrom &&
+      !marks.deadFor(r.key, e.timestampMicros, e.partition, e.offset, r.partition)
     if (isLive && math.abs(e.timestampMicros - r.timestampMicros) <= intervalMicros) {
       // a duplicate; the same record re-delivered after a failure is forwarded again
       hasOffset && r.offset != Long.MinValue && e.offset == r.offset && e.partition == r.partition
@@ -185,6 +205,15 @@ private[kstreams] final class GlobalDedupProcessor(settings: DedupSettings)
       }
       slot
     }
+
+    /** Every entry the group holds as it opens (all of them: read once per run that changed the
+      * interval, [[EarlierDeaths]]). */
+    def storedEntries: Iterator[(Array[Byte], GlobalDedupEntry)] =
+      if (spilled) entries.iterator()
+      else
+        map.iterator.collect {
+          case s if s.present => s.key -> GlobalDedupEntry(s.timestampMicros, s.partition, s.offset)
+        }
 
     def set(slot: Slot, ts: Long, partition: Int, offset: Long): Unit = {
       touched(slot)

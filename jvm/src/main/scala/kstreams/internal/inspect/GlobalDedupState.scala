@@ -6,7 +6,7 @@ import java.nio.ByteBuffer
 
 import scala.collection.mutable
 
-import org.apache.spark.sql.{DataFrame, Encoders}
+import org.apache.spark.sql.{Column, DataFrame, Encoders}
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.types.{LongType, StructType}
 
@@ -25,11 +25,18 @@ import kstreams.internal.dedup.{GlobalLog, SpreadRecord}
   * each entry is shown with the partitions it is live for (`live_for_partitions`, by the stream
   * times the group knows), and entries live for none are left out, removed or not: the answer never
   * depends on when eviction ran.
+  *
+  * After a restart that changed the interval, the interval is the last run's, and an entry is also
+  * dead for the partitions its mark in `deadFor` names ([[kstreams.internal.dedup.EarlierDeaths]]),
+  * or, in a group not judged since the change, for those its judgement will name: `ts` below the
+  * partition's stream time minus the smallest interval from the run that last judged the group to
+  * the last one.
   */
 private[inspect] object GlobalDedupState {
 
-  def read(state: StateVariables, settings: Settings, keyTypes: Option[StructType]): DataFrame = {
-    val intervalMicros = settings.micros("interval")
+  def read(state: StateVariables, runs: Seq[Settings], keyTypes: Option[StructType]): DataFrame = {
+    val intervals = runs.map(_.micros("interval"))
+    val intervalMicros = intervals.last
     // The id group (0-63) from the store's grouping key: the group's placement key, whose hash is
     // the group ([[org.apache.spark.sql.kstreams.GroupPlacement]]), or, in a checkpoint from before
     // the placement, the group itself (none of 0-63 hashes into 0-63, so the two never mix up).
@@ -64,6 +71,7 @@ private[inspect] object GlobalDedupState {
       .unionByName(spilled)
       .join(clocks, "group")
       .where(col("ts") >= col("stream_time") - lit(intervalMicros))
+      .transform(aliveAfterRestarts(state, group, intervals))
       .groupBy("group", "key_bytes", "ts", "stored_partition", "offset")
       .agg(array_sort(collect_list(col("clock_partition"))).as("live_for_partitions"))
     live
@@ -77,6 +85,52 @@ private[inspect] object GlobalDedupState {
         ): _*)
       .orderBy("timestamp", "partition", "offset")
   }
+
+  /** `entries` (one row per entry and partition clock) without the rows whose entry a restart
+    * that changed the interval found dead for that partition, or will find dead when the group
+    * is next judged ([[kstreams.internal.dedup.EarlierDeaths.judge]]). */
+  private def aliveAfterRestarts(state: StateVariables, group: Column, intervals: Seq[Long])(
+      entries: DataFrame): DataFrame =
+    if (intervals.size == 1) entries // never changed: nothing judged under another interval
+    else {
+      val last = intervals.size - 1
+      val smallestBefore = typedLit((0 until last).map(i => i.toLong -> intervals.slice(i, last).min).toMap)
+      // a checkpoint whose run with the change has not committed yet has no deadFor state
+      val (marks, judged) =
+        if (!state.names.contains("deadFor")) (None, None)
+        else {
+          val deadFor = state("deadFor")
+          val isTag = length(col("user_map_key.value")) === 0
+          val marks = deadFor
+            .where(!isTag)
+            .select(
+              group,
+              col("user_map_key.value").as("key_bytes"),
+              col("user_map_value.timestampMicros").as("mark_ts"),
+              col("user_map_value.partition").as("mark_partition"),
+              col("user_map_value.offset").as("mark_offset"),
+              col("user_map_value.partitions").as("dead_for")
+            )
+          val judged = deadFor.where(isTag).select(group, col("user_map_value.timestampMicros").as("judged_at"))
+          (Some(marks), Some(judged))
+        }
+      val withMarks = marks.fold(entries.withColumn("dead_for", lit(null).cast("array<int>")))(m =>
+        entries
+          .join(m, Seq("group", "key_bytes"), "left")
+          .withColumn(
+            "dead_for",
+            when(
+              col("mark_ts") === col("ts") && col("mark_partition") === col("stored_partition") &&
+                col("mark_offset") === col("offset"),
+              col("dead_for")))
+          .drop("mark_ts", "mark_partition", "mark_offset"))
+      val withJudged = judged.fold(withMarks.withColumn("judged_at", lit(0L)))(j =>
+        withMarks.join(j, Seq("group"), "left").withColumn("judged_at", coalesce(col("judged_at"), lit(0L))))
+      val markedDead = coalesce(array_contains(col("dead_for"), col("clock_partition")), lit(false))
+      val pendingDead = col("judged_at") < lit(last.toLong) &&
+        col("ts") < col("stream_time") - element_at(smallestBefore, col("judged_at"))
+      withJudged.where(!markedDead && !coalesce(pendingDead, lit(false))).drop("dead_for", "judged_at")
+    }
 
   /** The ids of one in-memory group as its log says (as the processor's `readLog`): per id its
     * highest-numbered write, unless a tombstone voids the writes numbered below its own number. */

@@ -69,7 +69,7 @@ private[kstreams] object OperatorState {
     val runs = CheckpointOperators.history(checkpoint, operator - 1).map(new Settings(_))
     kind match {
       case PerPartitionDedup => DedupState.read(state, runs, types)
-      case GlobalDedup => GlobalDedupState.read(state, settings, types)
+      case GlobalDedup => GlobalDedupState.read(state, runs, types)
       case TumblingDistinct => WindowState.tumbling(state, runs)
       case SessionDistinct => WindowState.sessions(state, runs)
       case Table => TableState.read(state, settings, types)
