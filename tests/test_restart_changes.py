@@ -3,16 +3,16 @@ policy and the dedup store's memory decide no stored state, so a restart may cha
 result is the rule's under the new setting from the first record on; the dedup
 interval may change too (per partition and global), with every stored entry judged by the new
 interval while an entry already dead under the old one stays dead (for the global store: for each
-partition it had died for), and so may the grace of a windowed distinct and of a windowed
-aggregation; what else decides the stored state (operator, windows' size and gap, joins' windows,
-key, id) is refused (tests/test_bad_input.py)."""
+partition it had died for), and so may the grace of a windowed distinct, of a windowed
+aggregation and of a stream-stream join; what else decides the stored state (operator, windows'
+size and gap, a join's time difference, key, id) is refused (tests/test_bad_input.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
 
 import pytest
-from kstreams_spark import KStream, SessionWindows, TimeWindows, read_state
+from kstreams_spark import JoinWindows, KStream, SessionWindows, TimeWindows, read_state
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 from streams import BASE, SCHEMA, Rec, StreamRun, with_offsets
@@ -265,6 +265,71 @@ def test_the_global_stores_longer_intervals_keep_what_died_for_each_partition_de
         ("a", _at(26), 0, _at(56), [0, 1]),
         ("e", _at(27), 0, _at(57), [0, 1]),
     ]
+
+
+def _join(grace: str, kind: str = "join"):
+    """A stream-stream join (time difference 10 s) of the records whose value starts with L with those
+    whose value starts with R, on the same partitions (co-partitioned, as Kafka needs them)."""
+    windows = JoinWindows("10 s", grace)
+
+    def op(d):
+        ks = KStream(d)
+        left, right = ks.filter(F.col("value").startswith("L")), ks.filter(F.col("value").startswith("R"))
+        return getattr(left, kind)(right, lambda lv, rv: F.concat_ws("+", lv, rv), windows).df
+
+    return op
+
+
+def _joined(run: StreamRun) -> list[tuple]:
+    return sorted(
+        (r.key, r.value, int((r.timestamp - _at(0)).total_seconds())) for r in run.output().collect()
+    )
+
+
+def test_a_joins_longer_grace_keeps_unjoinable_records_unjoinable(spark, tmp_path):
+    """Inner join, grace 0 s then 20 s, one record per micro-batch on partition 0. A left record at t
+    stays joinable while t + 2 * 10 s + grace is after the left side's time.
+
+    * Run 1 (0 s): La@0, Lc@12, Lb@25: the left side's time is 25, so La@0 (0 + 20 <= 25) is no
+      longer joinable when the run stops, Lc@12 (32) is.
+    * Run 2 (20 s): Ra@5 joins nothing (La@0 stays unjoinable, though 0 + 40 > 25); after Le@35, Rc@20
+      joins Lc@12 (12 + 40 > 35, where 0 s would have expired it); Lf@3, new after the restart,
+      is kept by the new grace (3 + 40 > 35) and joins Rf@8, though it lies below what had expired
+      (an unjoinable mark is for the records buffered when the grace changed)."""
+    records = with_offsets(
+        [Rec("a", 0, value="La"), Rec("c", 12, value="Lc"), Rec("b", 25, value="Lb")]
+        + [Rec("a", 5, value="Ra"), Rec("e", 35, value="Le"), Rec("c", 20, value="Rc")]
+        + [Rec("f", 3, value="Lf"), Rec("f", 8, value="Rf")]
+    )
+    run = StreamRun(spark, str(tmp_path), _join("0 s"))
+    for r in records[:3]:
+        run.add_batch([r])
+    run.run()
+    run.op = _join("20 s")
+    for r in records[3:]:
+        run.add_batch([r])
+    run.run()
+    assert _joined(run) == [("c", "Lc+Rc", 20), ("f", "Lf+Rf", 8)]
+
+
+def test_a_left_joins_shorter_grace_emits_what_it_closed_from_the_first_micro_batch(spark, tmp_path):
+    """Left join, grace 20 s then 0 s. An unmatched record owed at t is emitted once its partition's
+    time passes t + 10 s + grace, at the end of the micro-batch whose time passes the bucket its
+    close is listed under (the first grace's width, 30 s: a key that gets no record is not read
+    before). Lg@35 is still owed when run 1 stops at 50 (it closes at 65 under 20 s); under 0 s it
+    closes at 45, so run 2's first micro-batch (Li@62, past the bucket [30 s, 60 s)) emits it, though
+    no record of its key comes; the old grace would keep it until 65. Lh@50 closes at 60 under 0 s,
+    in the bucket [60 s, 90 s) not yet passed: still owed, as in a run that had 0 s from the start."""
+    records = with_offsets([Rec("g", 35, value="Lg"), Rec("h", 50, value="Lh"), Rec("i", 62, value="Li")])
+    run = StreamRun(spark, str(tmp_path), _join("20 s", "left_join"))
+    for r in records[:2]:
+        run.add_batch([r])
+    run.run()
+    assert _joined(run) == []
+    run.op = _join("0 s", "left_join")
+    run.add_batch(records[2:])
+    run.run()
+    assert _joined(run) == [("g", "Lg", 35)]
 
 
 def test_a_run_that_committed_nothing_does_not_count(spark, tmp_path):

@@ -61,10 +61,8 @@ private[kstreams] final class EarlierDeaths(handle: StatefulProcessorHandle) {
     * `streamTimes` each partition's stream time as the micro-batch starts, `entries` the group's
     * stored entries (read only on a change: once per run that changed the interval), `evictBelow`
     * the bound below which the store has just evicted every id (marks below it are dropped). */
-  def judge(
-      intervals: Vector[Long],
-      streamTimes: => Iterator[(Int, Long)],
-      evictBelow: Long)(entries: => Iterator[(Array[Byte], GlobalDedupEntry)]): Marks =
+  def judge(intervals: Vector[Long], streamTimes: => Iterator[(Int, Long)], evictBelow: Long)(
+      entries: => Iterator[(Array[Byte], GlobalDedupEntry)]): Marks =
     if (intervals.size == 1) NoMarks // never changed: nothing was judged under another interval
     else {
       val judgedAt = if (state.containsKey(TagKey)) state.getValue(TagKey).timestampMicros.toInt else 0

@@ -65,7 +65,7 @@ private[kstreams] object StreamJoin {
       .run(
         input.grouped,
         processor,
-        TaskClocks.describe(keyed.descriptor(name).windows(windows)),
+        TaskClocks.describe(keyed.descriptor(name).windows(windows).mayChangeOnRestart("grace")),
         TimeMode.None(),
         outputSchema,
         Seq(DropReasons.NullKey, DropReasons.NullValue)
@@ -109,9 +109,20 @@ private[kstreams] final class StreamJoinProcessor(
     streaming: Boolean,
     idleMs: Long,
     drop: DropMarker)
-    extends StatefulProcessor[Int, Row, Row] {
+    extends StatefulProcessor[Int, Row, Row]
+    with RecordedSettings {
 
   private val keyed = layout.keyed
+
+  private val graceHistory = new SettingHistory("grace")
+
+  override def recorded(queryId: String, history: Seq[String]): Unit = graceHistory.record(queryId, history)
+
+  /** This query's graces, from the checkpoint's first run's to this run's ([[SettingHistory]]); the
+    * first one's bucket widths stay the indexes' for good, since their chunk keys are bucket
+    * numbers. */
+  @transient private var graces: Vector[Long] = _
+  @transient private var earlierExpiries: EarlierExpiries = _
 
   @transient private var buffers: MapState[Array[Byte], Row] = _
   @transient private var expiries: KeyBuckets = _
@@ -133,8 +144,11 @@ private[kstreams] final class StreamJoinProcessor(
         StructField("left", entries(valueTypes(0))),
         StructField("right", entries(valueTypes(1)))))
     buffers = getHandle.getMapState[Array[Byte], Row]("buffers", Encoders.BINARY, Encoders.row(schema), TTLConfig.NONE)
-    expiries = new KeyBuckets(getHandle, math.max(expireMicros(0L), 1000L), "expiryChunks")
-    pending = new KeyBuckets(getHandle, math.max(closeMicros(0L), 1000L), "pendingChunks")
+    graces = graceHistory.inTask(getHandle, streaming = streaming, current = windows.graceMicros)
+    val difference = windows.timeDifferenceMicros
+    expiries = new KeyBuckets(getHandle, math.max(2 * difference + graces.head, 1000L), "expiryChunks")
+    pending = new KeyBuckets(getHandle, math.max(difference + graces.head, 1000L), "pendingChunks")
+    earlierExpiries = new EarlierExpiries(getHandle)
     clocks = Array("partitionClocks", "leftClocks", "rightClocks", "emitClocks").map(name =>
       new PartitionClocks(getHandle, idleMs, name = name))
   }
@@ -159,15 +173,15 @@ private[kstreams] final class StreamJoinProcessor(
   }
 
   private def load(bytes: ByteBuffer): Option[KeyBuffers] =
-    if (!buffers.containsKey(bytes.array())) None
-    else {
-      val row = buffers.getValue(bytes.array())
-      val sides = (1 to 2).map { i =>
-        mutable.ArrayBuffer.from(
-          row.getSeq[Row](i).map(e => new Buffered(e.getLong(0), e.getBoolean(1), e.getInt(2), e.get(3))))
-      }
-      Some(new KeyBuffers(row.get(0), sides.toArray))
+    if (!buffers.containsKey(bytes.array())) None else Some(parse(buffers.getValue(bytes.array())))
+
+  private def parse(row: Row): KeyBuffers = {
+    val sides = (1 to 2).map { i =>
+      mutable.ArrayBuffer.from(
+        row.getSeq[Row](i).map(e => new Buffered(e.getLong(0), e.getBoolean(1), e.getInt(2), e.get(3))))
     }
+    new KeyBuffers(row.get(0), sides.toArray)
+  }
 
   private def store(bytes: ByteBuffer, entry: KeyBuffers): Unit =
     if (entry.sides.forall(_.isEmpty)) buffers.removeKey(bytes.array())
@@ -214,6 +228,18 @@ private[kstreams] final class StreamJoinProcessor(
         found
       }
     val emitClock = clocks(TaskClocks.EmitClock)
+    // before any clock moves: once per run that changed the grace, every buffered record is marked
+    // with the partitions it was no longer joinable for (EarlierExpiries), and the results still
+    // owed go under their close by the new grace (a shorter one closes them sooner)
+    val marks = earlierExpiries.judge(
+      graces,
+      windows.timeDifferenceMicros,
+      side =>
+        clocks(TaskClocks.sideClock(side)).streamTimes.filter(_._2 != Long.MinValue).toSeq)(buffers.iterator().map {
+      case (k, row) => k -> parse(row)
+    }) { (bytes, entry) =>
+      entry.sides.flatten.filter(!_.matched).foreach(e => pending.add(closeMicros(e.ts), bytes))
+    }
     val out = mutable.ArrayBuffer.empty[Row]
     val order = new TaskOrderCheck(layout)
     rows.foreach { r =>
@@ -246,8 +272,14 @@ private[kstreams] final class StreamJoinProcessor(
           // window store keeps a record while `t + retention` is after the largest time put)
           val otherStoreTime = clock(TaskClocks.sideClock(1 - side))
           var matched = false
-          entry.sides(1 - side).foreach { other =>
-            if (expireMicros(other.ts) > otherStoreTime && Math.abs(ts - other.ts) <= windows.timeDifferenceMicros) {
+          val others = entry.sides(1 - side)
+          // null: no record of the other side was unjoinable for a partition when the grace changed
+          val unjoinable = marks.of(bytes, 1 - side, others)
+          others.indices.foreach { i =>
+            val other = others(i)
+            val joinable = expireMicros(other.ts) > otherStoreTime &&
+              (unjoinable == null || unjoinable(i) == null || !unjoinable(i).contains(partition))
+            if (joinable && Math.abs(ts - other.ts) <= windows.timeDifferenceMicros) {
               out += result(keyValue, side, value, other.value, Math.max(ts, other.ts))
               if (!other.matched) { other.matched = true; entry.changed = true }
               matched = true
@@ -299,6 +331,7 @@ private[kstreams] final class StreamJoinProcessor(
             if (kept.size != entry.sides(side).size) { entry.sides(side) = kept; entry.changed = true }
             kept.foreach(e => expiries.add(expireMicros(e.ts), bytes))
           }
+          marks.kept(bytes, entry)
         }
       }
       expiries.flush()
