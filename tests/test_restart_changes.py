@@ -267,6 +267,51 @@ def test_the_global_stores_longer_intervals_keep_what_died_for_each_partition_de
     ]
 
 
+def test_the_global_stores_mark_goes_with_its_entry_without_an_offset_column(spark, tmp_path):
+    """Without an offset column every entry's offset is unknown, so an entry written after the
+    restart can look exactly like the one a mark was made for: e@5 is dead for partition 0 when run 1
+    (10 s) stops at stream time 20; in run 2 (30 s) e@5 comes again, is forwarded and stored, and
+    e@6 is its duplicate (the mark went with the entry it was made for)."""
+    records = with_offsets([Rec("e", 5), Rec("x", 20), Rec("e", 5, value="again"), Rec("e", 6)])
+
+    def op(interval):
+        return lambda d: KStream(d, offset=None).deduplicate("key", interval).df
+
+    run = StreamRun(spark, str(tmp_path), op("10 s"))
+    run.add_batch(records[:2])
+    run.run()
+    run.op = op("30 s")
+    run.add_batch(records[2:3])
+    run.add_batch(records[3:])
+    run.run()
+    assert sorted(r.value for r in run.output().collect()) == ["again", "v0", "v1"]
+
+
+def test_the_global_stores_mark_outlives_the_eviction_bound_of_the_others(spark, tmp_path):
+    """A mark holds as long as its entry, whatever the eviction bound of the partitions still
+    delivering. 10 s, then 30 s: run 1 stores e@5 and a@12 on partition 0 and b@25 on partition 1,
+    so e@5 is dead for partition 1 only. Run 2 counts a partition idle at once (idle timeout 0 s):
+    x@38 on partition 0; at the next micro-batch every partition is idle and the most advanced one,
+    at 38, sets the eviction bound 8: e@5 stays stored (its bucket [0 s, 10 s) ends after 8). Then
+    e@20 on partition 1 is forwarded: e@5 died for partition 1 under 10 s and stays dead (had the
+    bound reached 10, eviction would have removed it: the same answer)."""
+    records = with_offsets(
+        [Rec("e", 5), Rec("a", 12), Rec("b", 25, partition=1)] + [Rec("x", 38)] + [Rec("e", 20, partition=1)]
+    )
+    run = StreamRun(spark, str(tmp_path), _global("10 s"))
+    run.add_batch(records[:3])
+    run.run()
+    spark.conf.set("spark.kstreams.partitionIdleTimeout", "0 s")  # read when run 2 is planned
+    try:
+        run.op = _global("30 s")
+        run.add_batch(records[3:4])
+        run.add_batch(records[4:])
+        run.run()
+    finally:
+        spark.conf.unset("spark.kstreams.partitionIdleTimeout")
+    assert _forwarded(run) == [(0, 0, "e"), (0, 1, "a"), (0, 2, "x"), (1, 0, "b"), (1, 1, "e")]
+
+
 def _join(grace: str, kind: str = "join"):
     """A stream-stream join (time difference 10 s) of the records whose value starts with L with those
     whose value starts with R, on the same partitions (co-partitioned, as Kafka needs them)."""
@@ -330,6 +375,23 @@ def test_a_left_joins_shorter_grace_emits_what_it_closed_from_the_first_micro_ba
     run.add_batch(records[2:])
     run.run()
     assert _joined(run) == [("g", "Lg", 35)]
+
+
+def test_a_left_joins_longer_grace_emits_what_was_due_when_it_stopped(spark, tmp_path):
+    """Left join, grace 0 s then 20 s: La@0 closed at 10, and Lz@12 moved the time past it in run 1,
+    but La's unmatched result waits for its key or its index bucket [10 s, 20 s) to be visited. It
+    was due when the run stopped, so the first micro-batch of run 2 emits it, before Ra@5 joins La@0
+    (still joinable: 0 + 20 > 12), as a run that kept 0 s would have (Kafka emits it before the next
+    record)."""
+    records = with_offsets([Rec("a", 0, value="La"), Rec("z", 12, value="Lz"), Rec("a", 5, value="Ra")])
+    run = StreamRun(spark, str(tmp_path), _join("0 s", "left_join"))
+    for r in records[:2]:
+        run.add_batch([r])
+    run.run()
+    run.op = _join("20 s", "left_join")
+    run.add_batch(records[2:])
+    run.run()
+    assert _joined(run) == [("a", "La", 0), ("a", "La+Ra", 5)]
 
 
 def test_a_run_that_committed_nothing_does_not_count(spark, tmp_path):

@@ -10,7 +10,7 @@ import org.apache.spark.sql.functions._
 import org.apache.spark.sql.streaming.{StreamingQuery, StreamingQueryException}
 
 /** A checkpoint restarted under another operator, key, grouping or id expression (or, but for the
-  * dedup stores, interval; but for windowed distinct and aggregations, grace) fails before its first
+  * dedup stores, interval; but for windowed distinct, aggregations and joins, grace) fails before its first
   * micro-batch, naming the checkpoint's operator and the new one. */
 class CheckpointReuseSpec extends SparkSuite {
   private val events = Event.numbered(Seq(Event.at("a", 1), Event.at("a", 2), Event.at("a", 3)))

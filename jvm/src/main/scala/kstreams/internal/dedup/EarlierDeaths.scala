@@ -4,6 +4,8 @@ package dedup
 
 import java.nio.ByteBuffer
 
+import scala.collection.mutable
+
 import org.apache.spark.sql.Encoders
 import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig}
 
@@ -42,9 +44,15 @@ private[kstreams] final case class DeadForPartitions(
   * then is marked with the partitions it is dead for (those its earlier mark named too), and a
   * record of such a partition finds it dead; an entry written from then on is not marked, and is
   * judged by the new interval alone, as the spec's rule 2 judges any entry. A partition not seen
-  * before the change has no stream time to have killed anything by. The marks are few: entries are
-  * evicted once dead for every partition awaited, so what is marked is what lies between the
-  * partitions' stream times; a mark goes once its timestamp is behind the eviction bound.
+  * before the change has no stream time to have killed anything by.
+  *
+  * A mark lives as long as its entry: it goes when the entry is replaced, purged or evicted
+  * ([[Marks.forget]], also for an entry that looks the same, as without an offset column). And it
+  * names partition `p` only while the entry is live for `p` by this run's interval: once
+  * `ts < S(p) - interval` the entry is dead for `p` anyway, and `S(p)` only grows (a later change
+  * judges it again). So what is marked is what a longer interval would bring back: entries between
+  * the partitions' stream times minus the old interval and minus the new one, held in memory while
+  * the group runs.
   */
 private[kstreams] final class EarlierDeaths(handle: StatefulProcessorHandle) {
   import EarlierDeaths._
@@ -56,38 +64,55 @@ private[kstreams] final class EarlierDeaths(handle: StatefulProcessorHandle) {
       StateEncoders.product[DeadForPartitions],
       TTLConfig.NONE)
 
-  /** The group's marks, after judging it under this run's interval once per run that changed it:
-    * `intervals` from the checkpoint's first run to this one ([[SettingHistory.inTask]]),
+  /** The group's marks as stored: `intervals` from the checkpoint's first run to this one
+    * ([[SettingHistory.inTask]]; one interval: never changed, so none, and nothing is read). */
+  def load(intervals: Vector[Long]): Marks = {
+    val marks = new Marks(if (intervals.size == 1) null else state)
+    if (intervals.size > 1)
+      state.iterator().foreach { case (k, m) => if (k.nonEmpty) marks.byKey(ByteBuffer.wrap(k)) = m }
+    marks
+  }
+
+  /** Judges the group under this run's interval once per run that changed it, before any record:
     * `streamTimes` each partition's stream time as the micro-batch starts, `entries` the group's
-    * stored entries (read only on a change: once per run that changed the interval), `evictBelow`
-    * the bound below which the store has just evicted every id (marks below it are dropped). */
-  def judge(intervals: Vector[Long], streamTimes: => Iterator[(Int, Long)], evictBelow: Long)(
-      entries: => Iterator[(Array[Byte], GlobalDedupEntry)]): Marks =
-    if (intervals.size == 1) NoMarks // never changed: nothing was judged under another interval
-    else {
+    * stored entries (read only on a change). Then drops from `marks` the partitions an entry is dead
+    * for by this run's interval anyway. */
+  def judge(marks: Marks, intervals: Vector[Long], streamTimes: Seq[(Int, Long)])(
+      entries: => Iterator[(Array[Byte], GlobalDedupEntry)]): Unit =
+    if (intervals.size > 1) {
+      val times = streamTimes.filter(_._2 != Long.MinValue).toMap
+      // the partitions of `ps` for which `ts` is still live by this run's interval
+      def stillLive(ts: Long, ps: Seq[Int]): Seq[Int] =
+        ps.filter(p => times.get(p).forall(s => ts >= s - intervals.last))
       val judgedAt = if (state.containsKey(TagKey)) state.getValue(TagKey).timestampMicros.toInt else 0
       SettingHistory.smallestSince(intervals, judgedAt).foreach { smallest =>
-        val floors = streamTimes.collect { case (p, s) if s != Long.MinValue => p -> (s - smallest) }.toSeq
-        val earlier = read()
+        val earlier = marks.byKey.clone()
+        marks.byKey.clear()
         state.clear()
         entries.foreach { case (key, e) =>
           val before = earlier
             .get(ByteBuffer.wrap(key))
             .filter(_.marks(e.timestampMicros, e.partition, e.offset))
             .fold(Seq.empty[Int])(_.partitions)
-          val dead = (before ++ floors.collect { case (p, floor) if e.timestampMicros < floor => p }).distinct.sorted
-          if (dead.nonEmpty) state.updateValue(key, DeadForPartitions(e.timestampMicros, e.partition, e.offset, dead))
+          val now = times.collect { case (p, s) if e.timestampMicros < s - smallest => p }
+          val dead = stillLive(e.timestampMicros, (before ++ now).distinct.sorted)
+          if (dead.nonEmpty) {
+            val mark = DeadForPartitions(e.timestampMicros, e.partition, e.offset, dead)
+            marks.byKey(ByteBuffer.wrap(key)) = mark
+            state.updateValue(key, mark)
+          }
         }
         state.updateValue(TagKey, DeadForPartitions(intervals.size - 1L, 0, 0L, Nil))
       }
-      val marks = read()
-      val (gone, kept) = marks.partition { case (_, m) => m.timestampMicros < evictBelow }
-      gone.keys.foreach(k => state.removeKey(k.array()))
-      if (kept.isEmpty) NoMarks else new Marks(kept)
+      marks.byKey.toSeq.foreach { case (k, m) =>
+        val left = stillLive(m.timestampMicros, m.partitions)
+        if (left.isEmpty) marks.forget(k.array())
+        else if (left.size != m.partitions.size) {
+          marks.byKey(k) = m.copy(partitions = left)
+          state.updateValue(k.array(), m.copy(partitions = left))
+        }
+      }
     }
-
-  private def read(): Map[ByteBuffer, DeadForPartitions] =
-    state.iterator().collect { case (k, m) if k.nonEmpty => ByteBuffer.wrap(k) -> m }.toMap
 }
 
 private[kstreams] object EarlierDeaths {
@@ -96,16 +121,20 @@ private[kstreams] object EarlierDeaths {
     * empty (an id is the bytes of an `UnsafeRow`, at least its null bits). */
   val TagKey: Array[Byte] = Array.emptyByteArray
 
-  /** A group's marks while a micro-batch runs. */
-  class Marks(byKey: Map[ByteBuffer, DeadForPartitions]) {
+  /** A group's marks while a micro-batch (or a timer) runs; `state` null when the interval never
+    * changed (then there are none). */
+  final class Marks private[EarlierDeaths] (state: MapState[Array[Byte], DeadForPartitions]) {
+    private[EarlierDeaths] val byKey = mutable.HashMap.empty[ByteBuffer, DeadForPartitions]
 
     /** Whether the stored entry `(ts, p, o)` of `key` was already dead for `partition` when a
       * restart changed the interval. */
     def deadFor(key: Array[Byte], ts: Long, p: Int, o: Long, partition: Int): Boolean =
-      byKey.get(ByteBuffer.wrap(key)).exists(m => m.marks(ts, p, o) && m.partitions.contains(partition))
-  }
+      byKey.nonEmpty && byKey
+        .get(ByteBuffer.wrap(key))
+        .exists(m => m.marks(ts, p, o) && m.partitions.contains(partition))
 
-  object NoMarks extends Marks(Map.empty) {
-    override def deadFor(key: Array[Byte], ts: Long, p: Int, o: Long, partition: Int): Boolean = false
+    /** `key`'s entry was replaced, purged or evicted: its mark, if any, goes with it. */
+    def forget(key: Array[Byte]): Unit =
+      if (byKey.nonEmpty && byKey.remove(ByteBuffer.wrap(key)).isDefined) state.removeKey(key)
   }
 }

@@ -110,13 +110,13 @@ private[kstreams] final class GlobalDedupProcessor(settings: DedupSettings)
       group: Int,
       rows: Iterator[SpreadRecord],
       timerValues: TimerValues): Iterator[CompactOutput] = {
-    val store = new GroupStore(group, checkLayout(group))
+    val marks = earlierDeaths.load(intervals)
+    val store = new GroupStore(group, checkLayout(group), marks)
     val nowMs = timerValues.getCurrentProcessingTimeInMs()
     clocks.begin(nowMs)
-    val evictBelow = deadBelow(clocks.slowestWaitedFor(nowMs))
-    store.open(evictBelow)
+    store.open(deadBelow(clocks.slowestWaitedFor(nowMs)))
     // before any record moves a stream time (the clocks are the partitions' as the run stopped)
-    val marks = earlierDeaths.judge(intervals, clocks.streamTimes, evictBelow)(store.storedEntries)
+    earlierDeaths.judge(marks, intervals, clocks.streamTimes.toSeq)(store.storedEntries)
     val emit = new CompactEmitter(lateRecords)
     var lastPartition = Int.MinValue
     var lastOrder = Long.MinValue
@@ -171,7 +171,7 @@ private[kstreams] final class GlobalDedupProcessor(settings: DedupSettings)
   /** One group's ids during one micro-batch (or one timer), numbered `stored.seq + 1`, on the
     * protocol of [[SpillableStore]]: its map is an [[IdMap]], its in-memory layout the log, its
     * RocksDB rows `entries` (with `chunks`, the ids under each bucket, for eviction). */
-  private final class GroupStore(group: Int, stored: GlobalStoreMode)
+  private final class GroupStore(group: Int, stored: GlobalStoreMode, marks: EarlierDeaths.Marks)
       extends SpillableStore[IdMap](cacheId(group), budgetBytes, stored.token, stored.spilled) {
     private val seq = stored.seq + 1
     // slots this micro-batch changed, each once, and the tombstones it owes, by bucket
@@ -216,11 +216,12 @@ private[kstreams] final class GlobalDedupProcessor(settings: DedupSettings)
         }
 
     def set(slot: Slot, ts: Long, partition: Int, offset: Long): Unit = {
+      marks.forget(slot.key)
       touched(slot)
       slot.present = true; slot.timestampMicros = ts; slot.partition = partition; slot.offset = offset
     }
 
-    def purge(slot: Slot): Unit = { touched(slot); slot.present = false }
+    def purge(slot: Slot): Unit = { marks.forget(slot.key); touched(slot); slot.present = false }
 
     private def touched(slot: Slot): Unit = if (!slot.changed) {
       slot.changed = true
@@ -272,7 +273,7 @@ private[kstreams] final class GlobalDedupProcessor(settings: DedupSettings)
       idBuckets.removeDead(evictBelow) { bytes =>
         decodeKeys(bytes) { key =>
           val e = entries.getValue(key)
-          if (e != null && e.timestampMicros < evictBelow) entries.removeKey(key)
+          if (e != null && e.timestampMicros < evictBelow) { entries.removeKey(key); marks.forget(key) }
         }
       }
 
@@ -337,6 +338,7 @@ private[kstreams] final class GlobalDedupProcessor(settings: DedupSettings)
               val entryBucket = log.bucketOf(slot.timestampMicros)
               if (log.bucketEnd(entryBucket) > evictBelow) tombstone(entryBucket, rec.key, seq)
               map.remove(rec.key)
+              marks.forget(rec.key)
             }
           }
         }
@@ -432,7 +434,7 @@ private[kstreams] final class GlobalDedupProcessor(settings: DedupSettings)
     val nowMs = timerValues.getCurrentProcessingTimeInMs()
     clocks.begin(nowMs)
     sweeper.firedAt(timerValues, clocks.slowestWaitedFor(nowMs))(sweepTime =>
-      new GroupStore(group, stored).sweep(deadBelow(sweepTime)))
+      new GroupStore(group, stored, earlierDeaths.load(intervals)).sweep(deadBelow(sweepTime)))
     Iterator.empty
   }
 }

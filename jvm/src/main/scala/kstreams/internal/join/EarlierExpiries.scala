@@ -38,8 +38,8 @@ private[kstreams] final case class ExpiredRuns(runs: Seq[ExpiredRun])
   * with the partitions it is unjoinable for (with those an earlier mark named); a record buffered
   * later is judged by the new grace alone. Records of one side with the same timestamp and partition
   * are told apart by their order: a later one is inserted after them, and all of them expire
-  * together. The marks are few, the records between the partitions' clocks, and leave with their
-  * records.
+  * together. A mark leaves with its records (evicted once unjoinable for every partition awaited),
+  * and a group's marks are held in memory while it runs.
   */
 private[join] final class EarlierExpiries(handle: StatefulProcessorHandle) {
   import EarlierExpiries._
@@ -54,9 +54,10 @@ private[join] final class EarlierExpiries(handle: StatefulProcessorHandle) {
   /** The group's marks, after judging it under this run's grace once per run that changed it:
     * `graces` from the checkpoint's first run to this one ([[SettingHistory.inTask]]), `sideTimes`
     * each partition's window-store time of a side as the micro-batch starts, `buffered` the group's
-    * keys and buffers (read only on a change); `judged` is called with each key judged. */
+    * keys and buffers (read only on a change); `judged` is called with each key judged and the
+    * smallest grace of the runs since the group was last judged. */
   def judge(graces: Vector[Long], differenceMicros: Long, sideTimes: Int => Seq[(Int, Long)])(
-      buffered: => Iterator[(Array[Byte], KeyBuffers)])(judged: (ByteBuffer, KeyBuffers) => Unit): Marks =
+      buffered: => Iterator[(Array[Byte], KeyBuffers)])(judged: (ByteBuffer, KeyBuffers, Long) => Unit): Marks =
     if (graces.size == 1) new Marks(mutable.HashMap.empty) // never changed: nothing judged under another
     else {
       val judgedAt = if (state.containsKey(TagKey)) state.getValue(TagKey).runs.head.ts.toInt else 0
@@ -88,7 +89,7 @@ private[join] final class EarlierExpiries(handle: StatefulProcessorHandle) {
             }
           }
           if (runs.nonEmpty) state.updateValue(key, ExpiredRuns(runs))
-          judged(ByteBuffer.wrap(key), entry)
+          judged(ByteBuffer.wrap(key), entry, smallest)
         }
         state.updateValue(TagKey, ExpiredRuns(Seq(ExpiredRun(0, graces.size - 1L, 0, 0, Nil))))
       }
@@ -143,7 +144,7 @@ private[join] object EarlierExpiries {
     * empty (a key is the bytes of an `UnsafeRow`, at least its null bits). */
   val TagKey: Array[Byte] = Array.emptyByteArray
 
-  /** `buffer`'s records as runs of (timestamp, partition, how many), in the order they first come. */
+  /** `buffer`'s records counted by (timestamp, partition), in no particular order. */
   private def runsOf(buffer: collection.Seq[Buffered]): Seq[(Long, Int, Int)] =
     buffer.groupBy(e => (e.ts, e.partition)).toSeq.map { case ((ts, p), es) => (ts, p, es.size) }
 }

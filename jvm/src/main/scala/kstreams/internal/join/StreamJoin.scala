@@ -228,19 +228,24 @@ private[kstreams] final class StreamJoinProcessor(
         found
       }
     val emitClock = clocks(TaskClocks.EmitClock)
-    // before any clock moves: once per run that changed the grace, every buffered record is marked
-    // with the partitions it was no longer joinable for (EarlierExpiries), and the results still
-    // owed go under their close by the new grace (a shorter one closes them sooner)
+    val out = mutable.ArrayBuffer.empty[Row]
+    // before any clock moves, once per run that changed the grace: every buffered record is marked
+    // with the partitions it was no longer joinable for (EarlierExpiries); an unmatched result that
+    // was due when the query stopped (its close by the smallest grace since the group was last
+    // judged passed: it would have gone out as soon as its key or its bucket was visited) is
+    // emitted now, before any record can match it; the others go under their close by the new
+    // grace (a shorter one closes them sooner)
     val marks = earlierExpiries.judge(
       graces,
       windows.timeDifferenceMicros,
       side =>
         clocks(TaskClocks.sideClock(side)).streamTimes.filter(_._2 != Long.MinValue).toSeq)(buffers.iterator().map {
       case (k, row) => k -> parse(row)
-    }) { (bytes, entry) =>
+    }) { (bytes, entry, smallestGrace) =>
+      settle(entry, out)((_, e) => e.ts + windows.timeDifferenceMicros + smallestGrace < emitClock.current(e.partition))
+      if (entry.changed) store(bytes, entry)
       entry.sides.flatten.filter(!_.matched).foreach(e => pending.add(closeMicros(e.ts), bytes))
     }
-    val out = mutable.ArrayBuffer.empty[Row]
     val order = new TaskOrderCheck(layout)
     rows.foreach { r =>
       val partition = order.check(group, r)
