@@ -74,10 +74,10 @@ private[kstreams] final class EarlierDeaths(handle: StatefulProcessorHandle) {
   }
 
   /** Judges the group under this run's interval once per run that changed it, before any record:
-    * `streamTimes` each partition's stream time as the micro-batch starts, `entries` the group's
-    * stored entries (read only on a change). Then drops from `marks` the partitions an entry is dead
+    * `streamTimes` each partition's stream time as the micro-batch starts (read only after a
+    * change), `entries` the group's stored entries (read only on a change). Then drops from `marks` the partitions an entry is dead
     * for by this run's interval anyway. */
-  def judge(marks: Marks, intervals: Vector[Long], streamTimes: Seq[(Int, Long)])(
+  def judge(marks: Marks, intervals: Vector[Long], streamTimes: => Seq[(Int, Long)])(
       entries: => Iterator[(Array[Byte], GlobalDedupEntry)]): Unit =
     if (intervals.size > 1) {
       val times = streamTimes.filter(_._2 != Long.MinValue).toMap

@@ -108,22 +108,24 @@ private[join] final class EarlierExpiries(handle: StatefulProcessorHandle) {
     /** Per record of `buffer` (one side of `key`'s buffers, in order), the partitions it is
       * unjoinable for by a mark; null where none (the usual case: no marks at all). */
     def of(key: ByteBuffer, side: Int, buffer: collection.Seq[Buffered]): Array[Seq[Int]] =
-      byKey.get(key).map(_.filter(_.side == side)).filter(_.nonEmpty).fold[Array[Seq[Int]]](null) { runs =>
-        val segments = runs.groupBy(r => (r.ts, r.partition)) // each in buffer order
-        val seen = mutable.HashMap.empty[(Long, Int), Int]
-        buffer.map { e =>
-          val id = (e.ts, e.partition)
-          val at = seen.getOrElse(id, 0) // this record is occurrence `at` of its (ts, partition)
-          seen(id) = at + 1
-          var start = 0
-          var partitions: Seq[Int] = null
-          segments.getOrElse(id, Nil).foreach { r =>
-            if (partitions == null && at < start + r.count) partitions = r.partitions
-            start += r.count
-          }
-          partitions
-        }.toArray
-      }
+      if (byKey.isEmpty) null // per joined record: no hash of the key when the grace never changed
+      else
+        byKey.get(key).map(_.filter(_.side == side)).filter(_.nonEmpty).fold[Array[Seq[Int]]](null) { runs =>
+          val segments = runs.groupBy(r => (r.ts, r.partition)) // each in buffer order
+          val seen = mutable.HashMap.empty[(Long, Int), Int]
+          buffer.map { e =>
+            val id = (e.ts, e.partition)
+            val at = seen.getOrElse(id, 0) // this record is occurrence `at` of its (ts, partition)
+            seen(id) = at + 1
+            var start = 0
+            var partitions: Seq[Int] = null
+            segments.getOrElse(id, Nil).foreach { r =>
+              if (partitions == null && at < start + r.count) partitions = r.partitions
+              start += r.count
+            }
+            partitions
+          }.toArray
+        }
 
     /** Drops the marks of `key`'s records that left its buffers (all those of a timestamp leave
       * together). */
