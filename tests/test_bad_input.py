@@ -306,6 +306,26 @@ def test_a_checkpoint_restarted_under_another_operator_fails_naming_both(spark, 
     assert [r["value"] for r in run.output().collect()] == ["v0"]  # nothing of the refused run
 
 
+def test_a_join_restarted_with_another_time_difference_fails_naming_both(spark, tmp_path):
+    """A join's grace may change on a restart (tests/test_restart_changes.py), its time difference
+    may not: the buffered records were kept for the old one's windows."""
+
+    def join(difference):
+        def op(d):
+            ks = KStream(d)
+            return ks.join(ks, lambda a, b: a, JoinWindows(difference, "0 s")).df
+
+        return op
+
+    run, refused = restarted_under(spark, tmp_path, join("10 s"), join("20 s"))
+    message = str(refused)
+    assert "time_difference=PT10S, grace=PT0S" in message and "time_difference=PT20S, grace=PT0S" in message
+    assert message.startswith(
+        f"the checkpoint file:{tmp_path}/checkpoint holds the state of kstreams operator #1 join("
+    )
+    assert "in its place; state written under other settings would give other results" in message
+
+
 class _FirstOfKey(Processor):
     """Forwards each key's first record, remembering keys in the store it is given."""
 
