@@ -69,3 +69,53 @@ def test_a_checkpoint_of_the_last_release_continues_as_if_never_stopped(spark, t
             assert shown[0] == shown[1]
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _operators_file(root: str) -> Path:
+    return Path(root, "checkpoint", "kstreams", "operators.json")
+
+
+@pytest.mark.parametrize("family", ["deduplicate_by_key", "deduplicate_by_key_value"])
+def test_the_state_layout_is_read_from_spark_state_metadata_when_operators_json_is_lost(
+    spark, tmp_path, family
+):
+    # a layout-1 checkpoint (the fixture) whose kstreams/operators.json is gone, as a driver killed
+    # between its delete and rename on HDFS leaves it: taken for a new operator it would get layout
+    # 2 and read its state as empty; Spark's state metadata says layout 1
+    root = os.path.join(ROOT, family)
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(os.path.join(FIXTURES, family), root)
+    try:
+        _operators_file(root).unlink()
+        resumed = StreamRun(spark, root, FAMILIES[family])
+        resumed.files = WRITTEN
+        resumed.add_batch(BATCHES[WRITTEN])
+        resumed.run()
+        fresh = run_batches(spark, str(tmp_path), family, BATCHES)
+        assert rows(resumed) == rows(fresh)
+        # recorded again, in the layout its state is in
+        assert "state_layouts" not in json.loads(_operators_file(root).read_text())
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("family", ["deduplicate_by_key", "deduplicate_by_key_value"])
+def test_a_layout_2_checkpoint_whose_operators_json_lost_its_layout_stays_in_layout_2(
+    spark, tmp_path, family
+):
+    # a release before layouts rewriting operators.json drops `state_layouts`; read as layout 1, the
+    # state would read as empty (a@9 forwarded: only the stored stream time makes it late)
+    run = StreamRun(spark, str(tmp_path / "rewritten"), FAMILIES[family])
+    for batch in BATCHES[:WRITTEN]:
+        run.add_batch(batch)
+        run.run()
+    recorded = json.loads(_operators_file(run.root).read_text())
+    assert recorded.pop("state_layouts") == ["2"]
+    _operators_file(run.root).write_text(json.dumps(recorded))
+    # as a release writing through Hadoop's file system would leave it: its checksum file matches
+    _operators_file(run.root).with_name(".operators.json.crc").unlink()
+    run.add_batch(BATCHES[WRITTEN])
+    run.run()
+    fresh = run_batches(spark, str(tmp_path / "fresh"), family, BATCHES)
+    assert rows(run) == rows(fresh)
+    assert json.loads(_operators_file(run.root).read_text())["state_layouts"] == ["2"]

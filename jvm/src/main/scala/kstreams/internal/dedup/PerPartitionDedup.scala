@@ -75,7 +75,8 @@ private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings
 
   /** Layout 2 (the group's small values and chunk counts in the `chunks` map) for a new checkpoint,
     * unless the session asks for layout 1 ([[PerPartitionDedupProcessor.StateLayoutConf]]). */
-  override val stateLayout: StateLayout = new StateLayout(current = settings.newStateLayout)
+  override val stateLayout: StateLayout =
+    new StateLayout(current = settings.newStateLayout, PerPartitionDedupProcessor.layoutOfVariables)
 
   /** This query's intervals, from the checkpoint's first run's to this run's (only this run's for a
     * new checkpoint or a batch query). The first one's bucket width stays the store's layout for
@@ -419,6 +420,15 @@ private[kstreams] object PerPartitionDedupProcessor {
     * this says later. */
   val StateLayoutConf = "spark.kstreams.dedup.stateLayout"
   val DefaultStateLayout = 2
+
+  /** The layout of this operator's state that the names of an operator's state variables in
+    * Spark's metadata show, `None` for another operator's: layout 1 declares seven variables,
+    * `mode` among them; layout 2 exactly these two ([[PerPartitionGroupValues]]). The global dedup
+    * has `chunks` and `entries` too, beside others, but never `mode`. */
+  def layoutOfVariables(names: Set[String]): Option[Int] =
+    if (Set("chunks", "entries", "mode").subsetOf(names)) Some(1)
+    else if (names == Set("chunks", "entries")) Some(2)
+    else None
 
   def newStateLayout(session: org.apache.spark.sql.SparkSession): Int =
     session.conf.getOption(StateLayoutConf).map(_.trim) match {

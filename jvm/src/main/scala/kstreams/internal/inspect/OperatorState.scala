@@ -2,14 +2,14 @@ package kstreams
 package internal
 package inspect
 
-import com.fasterxml.jackson.databind.ObjectMapper
 import org.apache.hadoop.fs.Path
 import org.apache.spark.sql.{Column, DataFrame, SparkSession}
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.kstreams.RowBytes
 import org.apache.spark.sql.types.StructType
 
-import kstreams.internal.plan.{CheckpointOperators, HelperColumns, OperatorDescriptor}
+import kstreams.internal.dedup.PerPartitionDedupProcessor
+import kstreams.internal.plan.{CheckpointOperators, HelperColumns, OperatorDescriptor, SparkStateMetadata}
 
 /** Reads the state of operator number `operator` (from 1) of a checkpoint, as its kind shows it
   * ([[DedupState]], [[WindowState]], [[TableState]]), with Spark's `statestore` reader: the
@@ -26,12 +26,11 @@ private[kstreams] object OperatorState {
   private sealed abstract class Kind(val operators: Seq[String], isIts: Set[String] => Boolean) extends Product {
     def declares(variables: Set[String]): Boolean = isIts(variables)
   }
-  // layout 1 (seven variables, `mode` among them) or layout 2 (exactly these two:
-  // PerPartitionGroupValues); the global dedup has `chunks` and `entries` too, beside others
+  // either layout of its state
   private case object PerPartitionDedup
       extends Kind(
         Seq("deduplicate_by_key", "deduplicate_by_key_value"),
-        v => Set("chunks", "entries", "mode").subsetOf(v) || v == Set("chunks", "entries"))
+        PerPartitionDedupProcessor.layoutOfVariables(_).isDefined)
   private case object GlobalDedup extends Kind(Seq("deduplicate"), Set("logChunks", "storeMode", "groups").subsetOf)
   private case object TumblingDistinct extends Kind(Seq("windowed_distinct"), _.contains("openWindows"))
   private case object SessionDistinct extends Kind(Seq("session_distinct"), _.contains("sessions"))
@@ -115,7 +114,6 @@ private[inspect] final class StateVariables(spark: SparkSession, checkpoint: Str
 }
 
 private[kstreams] object StateVariables {
-  private val mapper = new ObjectMapper()
 
   /** Every stateful operator Spark's state metadata lists for `checkpoint`: its id, Spark's name for
     * it (`transformWithStateExec`...) and the names of its `transformWithState` state variables
@@ -128,10 +126,7 @@ private[kstreams] object StateVariables {
       .collect()
       .toSeq
       .map { row =>
-        val names = Option(row.getString(2)).toSeq.flatMap { json =>
-          val vars = mapper.readTree(json).path("stateVariables")
-          (0 until vars.size).map(i => vars.get(i).path("stateName").asText()).filterNot(_.startsWith("$"))
-        }
+        val names = Option(row.getString(2)).toSeq.flatMap(SparkStateMetadata.variableNames)
         (row.getLong(0), row.getString(1), names)
       }
 

@@ -86,9 +86,9 @@ private[kstreams] object CheckpointOperators {
     * [[History]]) and the layout its state was written with ([[Layouts]]). */
   final case class Recorded(queryId: String, history: Seq[String], stateLayout: Int)
 
-  /** Checks `descriptor` against the checkpoint of the query being planned (`currentLayout`: the
-    * layout of the operator's state a new checkpoint gets); `None` outside a streaming query. */
-  def verify(processor: AnyRef, descriptor: OperatorDescriptor, currentLayout: Int): Option[Recorded] =
+  /** Checks `descriptor` against the checkpoint of the query being planned (`laidOut`: the
+    * operator's layouts, for one whose state has more than one); `None` outside a streaming query. */
+  def verify(processor: AnyRef, descriptor: OperatorDescriptor, laidOut: Option[StateLayout]): Option[Recorded] =
     RunningQueries.current().map { query =>
       val (history, layout) = verify(
         query,
@@ -96,7 +96,7 @@ private[kstreams] object CheckpointOperators {
         processor,
         descriptor.render,
         descriptor.stateTypes.map(_.json).getOrElse(""),
-        currentLayout,
+        laidOut,
         descriptor.sameStateAs)
       Recorded(query.id.toString, history, layout)
     }
@@ -104,7 +104,7 @@ private[kstreams] object CheckpointOperators {
   /** [[verify]] for a Python processor's plan, told apart by `plan` (one per DataFrame made). */
   def verifyPythonProcessor(plan: AnyRef, descriptor: String): Unit =
     RunningQueries.current().foreach { query =>
-      verify(query, "python_processors", plan, descriptor, "", 1, _ == descriptor)
+      verify(query, "python_processors", plan, descriptor, "", None, _ == descriptor)
     }
 
   /** Whether `checkpoint` was written by a query with kstreams operators (JVM or Python): it has
@@ -130,7 +130,7 @@ private[kstreams] object CheckpointOperators {
       processor: AnyRef,
       descriptor: String,
       types: String,
-      layout: Int,
+      laidOut: Option[StateLayout],
       sameState: String => Boolean): (Seq[String], Int) =
     synchronized {
       val key = query.id.toString
@@ -163,18 +163,37 @@ private[kstreams] object CheckpointOperators {
           while (typesRecorded.size <= position) typesRecorded += ""
           typesRecorded(position) = types
         }
-        // a new operator's state gets its current layout; one recorded without stays at layout 1
-        val layoutAdded = list == "operators" && added && layout != 1
-        if (layoutAdded) {
+        val committed = query.commitLog.getLatestBatchId().getOrElse(-1L)
+        // the layout the operator's state is in. Once a micro-batch has committed, Spark's own
+        // state metadata says it (the variables each operator declared), and it wins over this
+        // file's entry: the file can be lost (a driver killed between the delete and the rename
+        // where a rename does not replace, as on HDFS) or rewritten without the entry by a release
+        // before layouts, and a state read in the wrong layout reads as empty (duplicates let
+        // through). Otherwise a new operator gets the current layout, and one recorded without an
+        // entry stays at layout 1. The operators of one checkpoint were all added by its first run
+        // (Spark refuses a stateful operator added later), so they share one layout.
+        val layoutWas = layoutOf(run.recorded(Layouts), position)
+        val layout = laidOut.filter(_ => list == "operators").fold(layoutWas) { l =>
+          val inState =
+            if (committed < 0) Set.empty[Int]
+            else
+              SparkStateMetadata
+                .variablesByOperator(query.resolvedCheckpointRoot, committed, fileSystemConf)
+                .values
+                .flatMap(l.shownByVariables)
+                .toSet
+          if (inState.size == 1) inState.head else if (added) l.current else layoutWas
+        }
+        val layoutChanged = layout != layoutWas
+        if (layoutChanged) {
           val layouts = run.recorded(Layouts)
           while (layouts.size <= position) layouts += ""
-          layouts(position) = layout.toString
+          layouts(position) = if (layout == 1) "" else layout.toString
         }
         // this run's settings appended to the operator's history when a restart changed them; a
         // run that committed nothing is replaced by this one (see Ran)
         val changed = list == "operators" && {
           val before = historyOf(run.history, position, recorded(position))
-          val committed = query.commitLog.getLatestBatchId().getOrElse(-1L)
           val kept = if (before.size > 1 && before.last.committedBefore == committed) before.init else before
           val after = if (kept.last.descriptor == descriptor) kept else kept :+ Ran(committed, descriptor)
           after != before && {
@@ -183,7 +202,7 @@ private[kstreams] object CheckpointOperators {
             true
           }
         }
-        if (added || typesAdded || layoutAdded || changed) write(run.checkpoint, run.recorded, run.history.toSeq)
+        if (added || typesAdded || layoutChanged || changed) write(run.checkpoint, run.recorded, run.history.toSeq)
       }
       val position = positions.get(processor).intValue
       if (list != "operators") (Seq(recorded(position)), 1)
@@ -200,8 +219,9 @@ private[kstreams] object CheckpointOperators {
   private def historyOf(history: collection.Seq[Vector[Ran]], position: Int, first: String): Vector[Ran] =
     history.lift(position).filter(_.nonEmpty).getOrElse(Vector(Ran(Long.MinValue, first)))
 
-  private def fileSystem(path: Path): FileSystem =
-    path.getFileSystem(SparkContext.getOrCreate().hadoopConfiguration)
+  private def fileSystemConf = SparkContext.getOrCreate().hadoopConfiguration
+
+  private def fileSystem(path: Path): FileSystem = path.getFileSystem(fileSystemConf)
 
   /** The descriptors of operator number `operator` (from 0) from the checkpoint's first run to its
     * latest ([[History]]), for tools that read the checkpoint. */

@@ -115,7 +115,7 @@ private[kstreams] final class DescribedProcessor[K, I, O](
         case l: LaidOutState => Some(l.stateLayout)
         case _ => None
       }
-      val recorded = CheckpointOperators.verify(this, descriptor, laidOut.fold(1)(_.current))
+      val recorded = CheckpointOperators.verify(this, descriptor, laidOut)
       (inner, recorded) match {
         case (r: RecordedSettings, Some(run)) => r.recorded(run.queryId, run.history)
         case _ =>

@@ -19,12 +19,17 @@ import org.apache.spark.sql.streaming.StatefulProcessorHandle
   * Kept per query id ([[PerQuery]]); the driver's own `init`, which only collects the variables'
   * schemas, gets the layout of the query it is planning (on that query's thread).
   *
+  * `shownByVariables` tells the layout from the names of the state variables Spark's metadata
+  * lists for an operator ([[SparkStateMetadata]]), `None` for another operator's: what decides a
+  * checkpoint's layout once it has committed state ([[CheckpointOperators]]).
+  *
   * {{{
-  *   val stateLayout = new StateLayout(current = 2)
+  *   val stateLayout = new StateLayout(current = 2, names => if (names("mode")) Some(1) else Some(2))
   *   // in init: if (stateLayout.inTask(getHandle, streaming = useTimers) == 1) ... else ...
   * }}}
   */
-private[kstreams] final class StateLayout(val current: Int) extends Serializable {
+private[kstreams] final class StateLayout(val current: Int, val shownByVariables: Set[String] => Option[Int])
+    extends Serializable {
   private val byQuery = new PerQuery[Int]
 
   /** On the driver, before the processor's `init` for a run: what the checkpoint recorded, `None`
