@@ -88,7 +88,8 @@ def regime_default(args):
         ],
     )
     method = (
-        f"{args.rows:,} rows, {args.keys:,} distinct keys, every {args.dup_every}th row an adjacent duplicate, "
+        f"{args.rows:,} rows, {distinct_keys:,} distinct keys (key numbers modulo {args.keys:,}), "
+        f"every {args.dup_every}th row an adjacent duplicate, "
         f"event times 1 ms apart, {args.partitions} partitions, {args.files} Parquet files read one per "
         f"micro-batch (`Trigger.availableNow`), noop sink, interval {args.interval}, 2 state partitions. "
         f"Each candidate runs in a fresh Python and JVM per round ({args.repeat} rounds, order rotating), "
