@@ -38,7 +38,10 @@ private[kstreams] object SparkStateMetadata {
   /** Per operator id, the state variables of each `transformWithState` operator of `checkpoint`
     * as of batch `committedBatch` (the metadata written at or before it: a batch not committed may
     * have been planned by a run that failed). Other stateful operators have no entry. */
-  def variablesByOperator(checkpoint: String, committedBatch: Long, hadoopConf: Configuration): Map[Int, Set[String]] = {
+  def variablesByOperator(
+      checkpoint: String,
+      committedBatch: Long,
+      hadoopConf: Configuration): Map[Int, Set[String]] = {
     val stateDir = new Path(checkpoint, "state")
     val fs = stateDir.getFileSystem(hadoopConf)
     if (!fs.exists(stateDir)) Map.empty
