@@ -216,10 +216,12 @@ $(BENCH_JAR): $(JAR) $(shell find jvm-bench/src -name '*.scala' 2>/dev/null)
 	$(SBT) bench/package
 
 # Every regime in turn (default, cold, realistic, long, catchup, global, kafka_sink: bench --regime all), each in a
-# JVM of its own, then the latency regime (benchmarks/latency.py: a job process per run).
+# JVM of its own, the scaling series (bench --scaling, about 20 minutes), then the latency regime
+# (benchmarks/latency.py: a job process per run).
 # BENCH_ARGS="--rows 200000 --keys 150000 --live-keys 100000,300000" for a quick run.
 bench: install $(BENCH_JAR) $(VENV)/.bench-deps .venv-flink/.deps $(KAFKA_BROKER)
 	$(PY) benchmarks/bench --regime all $(BENCH_ARGS)
+	$(PY) benchmarks/bench --scaling
 	$(PY) benchmarks/latency.py
 	$(PY) benchmarks/latency.py $(LATENCY_LONG_BATCHES)
 	$(PY) benchmarks/cli_mistakes.py
@@ -237,12 +239,16 @@ bench-dsl: install $(VENV)/.bench-deps
 	$(PY) benchmarks/dsl.py $(BENCH_ARGS)
 
 # One regime at a time.
-.PHONY: bench-default bench-cold bench-realistic bench-long bench-catchup bench-global bench-kafka_sink bench-tune bench-cli bench-dsl bench-latency bench-latency-long-batches scale-test
+.PHONY: bench-default bench-cold bench-realistic bench-long bench-catchup bench-global bench-scaling bench-kafka_sink bench-tune bench-cli bench-dsl bench-latency bench-latency-long-batches scale-test
 bench-default: install $(BENCH_JAR) $(VENV)/.bench-deps .venv-flink/.deps
 	$(PY) benchmarks/bench --regime default $(BENCH_ARGS)
 
 bench-cold bench-realistic bench-long bench-catchup bench-global: bench-%: install $(BENCH_JAR) $(VENV)/.bench-deps
 	$(PY) benchmarks/bench --regime $* $(BENCH_ARGS)
+
+# The scaling series: 1M to 16M rows and 10,000 to 10M keys, every count checked (about 20 minutes).
+bench-scaling: install $(BENCH_JAR) $(VENV)/.bench-deps
+	$(PY) benchmarks/bench --scaling $(BENCH_ARGS)
 
 bench-kafka_sink: install $(BENCH_JAR) $(VENV)/.bench-deps $(KAFKA_BROKER)
 	$(PY) benchmarks/bench --regime kafka_sink $(BENCH_ARGS)
