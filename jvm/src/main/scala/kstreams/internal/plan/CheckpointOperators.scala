@@ -163,7 +163,8 @@ private[kstreams] object CheckpointOperators {
           while (typesRecorded.size <= position) typesRecorded += ""
           typesRecorded(position) = types
         }
-        val committed = query.commitLog.getLatestBatchId().getOrElse(-1L)
+        // read only for the JVM operators' list (a listing of the commit log)
+        lazy val committed = query.commitLog.getLatestBatchId().getOrElse(-1L)
         // the layout the operator's state is in. Once a micro-batch has committed, Spark's own
         // state metadata says it (the variables each operator declared), and it wins over this
         // file's entry: the file can be lost (a driver killed between the delete and the rename
