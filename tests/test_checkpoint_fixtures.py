@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from checkpoint_fixtures import BATCHES, FAMILIES, FIXTURES, READS, ROOT, WRITTEN, run_batches
-from kstreams_spark import read_state
+from kstreams_spark import KStreamsQueryError, read_state
 from streams import StreamRun
 
 # the families read_state shows; their checkpoint's state stays in the layout it was first written
@@ -119,3 +119,45 @@ def test_a_layout_2_checkpoint_whose_operators_json_lost_its_layout_stays_in_lay
     fresh = run_batches(spark, str(tmp_path / "fresh"), family, BATCHES)
     assert rows(run) == rows(fresh)
     assert json.loads(_operators_file(run.root).read_text())["state_layouts"] == ["2"]
+
+
+def test_an_operators_json_edited_by_hand_or_broken_is_refused_naming_the_file_and_loses_nothing(
+    spark, tmp_path
+):
+    # a hand edit keeps Hadoop's checksum file beside it, whose raw ChecksumException was all a user
+    # got; broken JSON gave Jackson's. Each restart is refused in one message naming the file and
+    # what to do; done, the query continues as the one never stopped
+    family = "deduplicate_by_key"
+    run = StreamRun(spark, str(tmp_path / "edited"), FAMILIES[family])
+    run.add_batch(BATCHES[0])
+    run.run()
+    path = _operators_file(run.root)
+    crc = path.with_name(".operators.json.crc")
+    path.write_text(path.read_text().replace(" : ", ": "))  # the same JSON, other bytes
+    run.add_batch(BATCHES[1])
+    with pytest.raises(KStreamsQueryError) as e:
+        run.run()
+    assert (
+        f"the checkpoint's list of kstreams operators file:{path} does not match its checksum file "
+        f"file:{crc}: it was changed other than through Hadoop's file system (edited by hand?) or is "
+        f"damaged. If the change was meant, delete file:{crc} and restart; if not, restore the file"
+    ) in str(e.value)
+    crc.unlink()
+    run.run()
+
+    good = path.read_text()
+    broken = good[: good.index("[")] + '[ "deduplicate_by_key'
+    path.write_text(broken)
+    crc.unlink(missing_ok=True)  # (a run that records nothing new leaves the file unwritten)
+    run.add_batch(BATCHES[2])
+    with pytest.raises(KStreamsQueryError) as e:
+        run.run()
+    # where the JSON ends early: its last line, one column after its last character
+    line, column = broken.count("\n") + 1, len(broken.rsplit("\n", 1)[-1]) + 1
+    assert (
+        f"the checkpoint's list of kstreams operators file:{path} is not valid JSON: Unexpected "
+        f"end-of-input in VALUE_STRING (line {line}, column {column}). Mend it, restore the file"
+    ) in str(e.value)
+    path.write_text(good)
+    run.run()
+    assert rows(run) == rows(run_batches(spark, str(tmp_path / "fresh"), family, BATCHES))

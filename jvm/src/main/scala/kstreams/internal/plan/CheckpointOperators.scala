@@ -7,8 +7,9 @@ import java.util.{IdentityHashMap, UUID}
 
 import scala.collection.mutable
 
+import com.fasterxml.jackson.core.JsonProcessingException
 import com.fasterxml.jackson.databind.ObjectMapper
-import org.apache.hadoop.fs.{FileSystem, Path}
+import org.apache.hadoop.fs.{ChecksumException, FileSystem, Path}
 import org.apache.spark.SparkContext
 import org.apache.spark.sql.execution.streaming.runtime.StreamExecution
 import org.apache.spark.sql.kstreams.RunningQueries
@@ -248,10 +249,33 @@ private[kstreams] object CheckpointOperators {
           runs.forEach(node => ran += Ran(node.path("committed_before").asLong(), node.path("descriptor").asText()))
           history += ran.result()
         }
+      } catch {
+        // both found while the file is read: one line naming the file and what to do, not
+        // Hadoop's or Jackson's exception alone (the query has not started a micro-batch)
+        case e: ChecksumException => throw unreadable(path, e, checksumMismatch(path))
+        case e: JsonProcessingException =>
+          val at = Option(e.getLocation).fold("")(l => s" (line ${l.getLineNr}, column ${l.getColumnNr})")
+          throw unreadable(path, e, s"is not valid JSON: ${e.getOriginalMessage}$at. Mend it,")
       } finally in.close()
     }
     (recorded, history)
   }
+
+  /** Hadoop's local file system writes a checksum file beside each file it writes and checks it on
+    * every read, so a file edited by hand (or damaged) fails to read until that file goes. */
+  private def checksumMismatch(path: Path): String = {
+    val crc = new Path(path.getParent, s".${path.getName}.crc")
+    s"does not match its checksum file $crc: it was changed other than through Hadoop's file system " +
+      s"(edited by hand?) or is damaged. If the change was meant, delete $crc and restart; if not,"
+  }
+
+  private def unreadable(path: Path, cause: Exception, what: String): KStreamsException =
+    new KStreamsException(
+      s"the checkpoint's list of kstreams operators $path $what restore the file from a copy of the " +
+        "checkpoint, or delete it to have this run record it anew (forgetting the settings of earlier " +
+        "runs: the manual, \"Operating a query\")",
+      cause
+    )
 
   /** Replaces the file through a rename, so that a process killed while writing leaves the old
     * file or the new one, never half of one. (A local rename replaces the target; where a rename
