@@ -61,7 +61,7 @@ private[kstreams] final class EarlierDeaths(handle: StatefulProcessorHandle) {
     handle.getMapState[Array[Byte], DeadForPartitions](
       "deadFor",
       Encoders.BINARY,
-      StateEncoders.product[DeadForPartitions],
+      StateEncoders.product(Encoders.product[DeadForPartitions]),
       TTLConfig.NONE)
 
   /** The group's marks as stored: `intervals` from the checkpoint's first run to this one

@@ -91,7 +91,7 @@ private[kstreams] final class GlobalDedupProcessor(settings: DedupSettings)
     entries = getHandle.getMapState[Array[Byte], GlobalDedupEntry](
       "entries",
       Encoders.BINARY,
-      StateEncoders.product[GlobalDedupEntry],
+      StateEncoders.product(Encoders.product[GlobalDedupEntry]),
       TTLConfig.NONE)
     intervals = intervalHistory.inTask(getHandle, streaming = useTimers, current = intervalMicros)
     val bucketMicros = math.max(intervals.head, 1000000L)
@@ -99,7 +99,10 @@ private[kstreams] final class GlobalDedupProcessor(settings: DedupSettings)
     log = new TimeBucketChunks(getHandle, bucketMicros, name = "logChunks")
     streamTimes = getHandle.getMapState[Int, Long]("streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
     groups = getHandle.getValueState[Int]("groups", Encoders.scalaInt, TTLConfig.NONE)
-    mode = getHandle.getValueState[GlobalStoreMode]("storeMode", StateEncoders.product[GlobalStoreMode], TTLConfig.NONE)
+    mode = getHandle.getValueState[GlobalStoreMode](
+      "storeMode",
+      StateEncoders.product(Encoders.product[GlobalStoreMode]),
+      TTLConfig.NONE)
     sweeper = new Sweeper(getHandle, math.max(intervalMicros, PerPartitionDedupProcessor.IdleSweepMicros))
     // `streamTimes` is where the clocks were kept before idleness counted (read once, then empty)
     clocks = new PartitionClocks(getHandle, idleMs, Some(streamTimes))

@@ -102,13 +102,14 @@ private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings
     def declareEntries() = getHandle.getMapState[Array[Byte], DedupEntry](
       "entries",
       Encoders.BINARY,
-      StateEncoders.product[DedupEntry],
+      StateEncoders.product(Encoders.product[DedupEntry]),
       TTLConfig.NONE)
     if (layout == 1) { // in the order layout 1 always had
       val streamTimes =
         getHandle.getMapState[Int, Long]("streamTimes", Encoders.scalaInt, Encoders.scalaLong, TTLConfig.NONE)
       entries = declareEntries()
-      val mode = getHandle.getValueState[DedupStoreMode]("mode", StateEncoders.product[DedupStoreMode], TTLConfig.NONE)
+      val mode = getHandle
+        .getValueState[DedupStoreMode]("mode", StateEncoders.product(Encoders.product[DedupStoreMode]), TTLConfig.NONE)
       sweeper = new Sweeper(getHandle, sweepMicros)
       val lastRecordMs = getHandle.getValueState[Long]("lastRecordMs", Encoders.scalaLong, TTLConfig.NONE)
       values = new PerPartitionGroupValues.Separate(streamTimes, mode, lastRecordMs)

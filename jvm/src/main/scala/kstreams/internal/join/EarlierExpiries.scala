@@ -48,7 +48,7 @@ private[join] final class EarlierExpiries(handle: StatefulProcessorHandle) {
     handle.getMapState[Array[Byte], ExpiredRuns](
       "expiredFor",
       Encoders.BINARY,
-      StateEncoders.product[ExpiredRuns],
+      StateEncoders.product(Encoders.product[ExpiredRuns]),
       TTLConfig.NONE)
 
   /** The group's marks, after judging it under this run's grace once per run that changed it:

@@ -10,6 +10,8 @@ import org.apache.spark.sql.kstreams.RunningQueries
 import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types.StructType
 
+import kstreams.internal.state.StateEncoders
+
 /** What a checkpoint's state of one operator depends on: the operator and the settings that decide
   * which state a record reads and writes (interval, windows, key, grouping, id expression). A
   * restart that changes any of them would read state written under other rules, so
@@ -122,7 +124,8 @@ private[kstreams] final class DescribedProcessor[K, I, O](
       }
       laidOut.foreach(_.plan(recorded))
     }
-    inner.setHandle(getHandle)
+    // Spark's handle, with state encoders resolved once per JVM, not per task (StateEncoders)
+    inner.setHandle(StateEncoders.handle(getHandle))
     inner.init(outputMode, timeMode)
   }
 

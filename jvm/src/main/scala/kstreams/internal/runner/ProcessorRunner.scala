@@ -234,7 +234,7 @@ private[kstreams] final class ProcessorRunner(
     savedStreamTime = handle.getValueState[Long]("streamTime", Encoders.scalaLong, TTLConfig.NONE)
     nextPunctuation = handle.getMapState[ScheduleKey, Long](
       "punctuations",
-      StateEncoders.product[ScheduleKey],
+      StateEncoders.product(Encoders.product[ScheduleKey]),
       Encoders.scalaLong,
       TTLConfig.NONE)
     wallClockTimer = handle.getValueState[Long]("wallClockTimer", Encoders.scalaLong, TTLConfig.NONE)

@@ -40,7 +40,7 @@ private[kstreams] final class PartitionClocks(
     handle.getMapState[Int, PartitionClock](
       name,
       Encoders.scalaInt,
-      StateEncoders.product[PartitionClock],
+      StateEncoders.product(Encoders.product[PartitionClock]),
       TTLConfig.NONE)
   private val started: ValueState[Long] =
     handle.getValueState[Long](name + "StartedMs", Encoders.scalaLong, TTLConfig.NONE)

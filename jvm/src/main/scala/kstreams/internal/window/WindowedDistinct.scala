@@ -267,7 +267,7 @@ private[kstreams] final class SessionDistinctProcessor(
     sessions = getHandle.getMapState[Row, KeySessions](
       "sessions",
       Encoders.row(keySchema),
-      StateEncoders.product[KeySessions],
+      StateEncoders.product(Encoders.product[KeySessions]),
       TTLConfig.NONE)
 
   override protected def process(row: Row, key: Row, ts: Long, streamTime: Long, closedUpTo: Long): Row = {
