@@ -8,7 +8,7 @@ import org.apache.spark.sql.types.StructType
 import org.apache.spark.unsafe.types.UTF8String
 import org.scalatest.funsuite.AnyFunSuite
 
-import kstreams.internal.state.StateEncoders
+import kstreams.internal.plan.StateEncoders
 
 final case class EncodedEntry(key: String, at: Long, bytes: Array[Byte])
 
@@ -32,7 +32,8 @@ class StateEncodersSpec extends AnyFunSuite {
     assert(long.resolveAndBind() eq long.resolveAndBind())
     assert(long.resolveAndBind().createDeserializer()(long.createSerializer()(42L)) == 42L)
     val binary = encoderFor(StateEncoders.boundOnce(Encoders.BINARY))
-    assert(binary.resolveAndBind().createDeserializer()(binary.createSerializer()(Array[Byte](3))).toSeq == Seq[Byte](3))
+    assert(
+      binary.resolveAndBind().createDeserializer()(binary.createSerializer()(Array[Byte](3))).toSeq == Seq[Byte](3))
   }
 
   test("resolved against other columns, it is analyzed as Spark would") {

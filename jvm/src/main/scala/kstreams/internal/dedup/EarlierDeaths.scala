@@ -9,8 +9,7 @@ import scala.collection.mutable
 import org.apache.spark.sql.Encoders
 import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig}
 
-import kstreams.internal.plan.SettingHistory
-import kstreams.internal.state.StateEncoders
+import kstreams.internal.plan.{SettingHistory, StateEncoders}
 
 /** An id's entry of the global store as it was when a restart changed the interval, and the
   * partitions it was already dead for then ([[EarlierDeaths]]). */

@@ -44,7 +44,7 @@ private[kstreams] object SpreadInput {
     val sorted =
       ArrivalOrderSort.partitionAndSort(spread.toDF(), "group", Seq("partition", "ordering"), roundRobin = true)
     (
-      sorted.groupBy(col("group")).as[Int, SpreadRecord](Encoders.scalaInt, Encoders.product[SpreadRecord]),
+      sorted.groupBy(col("group")).as[Int, SpreadRecord](StateEncoders.groupNumber, Encoders.product[SpreadRecord]),
       InputColumns.userSchema(df, columns))
   }
 }

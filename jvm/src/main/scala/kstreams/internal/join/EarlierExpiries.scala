@@ -9,8 +9,7 @@ import scala.collection.mutable
 import org.apache.spark.sql.Encoders
 import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig}
 
-import kstreams.internal.plan.SettingHistory
-import kstreams.internal.state.StateEncoders
+import kstreams.internal.plan.{SettingHistory, StateEncoders}
 
 /** The first `count` records, in buffer order, of one side of a key's join buffers with timestamp
   * `ts` from input partition `partition`, and the partitions for which they were no longer joinable

@@ -39,7 +39,7 @@ private[kstreams] object CompactInput {
       branch(df, input.copy(df = in), keyParts)
     val named = ArrivalOrderSort.byTrigger(input.df)(plan(byPartition), plan(realTime))
     (
-      named.groupBy(col(Group)).as[Int, CompactRecord](Encoders.scalaInt, Encoders.product[CompactRecord]),
+      named.groupBy(col(Group)).as[Int, CompactRecord](StateEncoders.groupNumber, Encoders.product[CompactRecord]),
       InputColumns.userSchema(df, columns))
   }
 

@@ -10,8 +10,6 @@ import org.apache.spark.sql.kstreams.RunningQueries
 import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types.StructType
 
-import kstreams.internal.state.StateEncoders
-
 /** What a checkpoint's state of one operator depends on: the operator and the settings that decide
   * which state a record reads and writes (interval, windows, key, grouping, id expression). A
   * restart that changes any of them would read state written under other rules, so

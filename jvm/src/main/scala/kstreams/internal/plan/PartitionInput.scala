@@ -76,7 +76,7 @@ private[kstreams] object PartitionInput {
     )
     val grouped = sorted
       .groupBy(col(Group))
-      .as[Int, Row](Encoders.scalaInt, Encoders.row(schema))
+      .as[Int, Row](StateEncoders.groupNumber, Encoders.row(schema))
     Prepared(grouped, layout, userOutput, schema)
   }
 

@@ -114,7 +114,7 @@ private[kstreams] object TaskClocks {
       if (join || !keyed.streaming) microBatch(rows)
       else ArrivalOrderSort.byTrigger(rows)(microBatch, realTime)
     Input(
-      ordered.groupBy(col(Group)).as[Int, Row](Encoders.scalaInt, Encoders.row(schema)),
+      ordered.groupBy(col(Group)).as[Int, Row](StateEncoders.groupNumber, Encoders.row(schema)),
       Layout(keyed.layout, inSchema.size, clockCount))
   }
 

@@ -14,7 +14,7 @@ import org.apache.spark.sql.streaming._
 import org.apache.spark.sql.types._
 
 import kstreams.internal.plan._
-import kstreams.internal.state.{OrderCheck, StateEncoders}
+import kstreams.internal.state.OrderCheck
 import kstreams.processor._
 
 /** Plans `KStream.process`: the input in arrival order, grouped by input partition (one group =

@@ -7,6 +7,8 @@ import scala.collection.mutable
 import org.apache.spark.sql.{Encoders, SparkSession}
 import org.apache.spark.sql.streaming.{MapState, StatefulProcessorHandle, TTLConfig, ValueState}
 
+import kstreams.internal.plan.StateEncoders
+
 /** What one group of a [[kstreams.internal.plan.TaskClocks]] processor knows of an input
   * partition: its stream time (largest timestamp so far, micros) and the processing time of the
   * last micro-batch it delivered a record in (ms; Spark's batch timestamp, which a re-run batch

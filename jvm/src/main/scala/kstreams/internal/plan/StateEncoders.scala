@@ -1,12 +1,12 @@
 package kstreams
 package internal
-package state
+package plan
 
 import java.util.concurrent.ConcurrentHashMap
 
 import scala.reflect.ClassTag
 
-import org.apache.spark.sql.Encoder
+import org.apache.spark.sql.{Encoder, Encoders}
 import org.apache.spark.sql.catalyst.analysis.{Analyzer, SimpleAnalyzer}
 import org.apache.spark.sql.catalyst.encoders.{encoderFor, AgnosticEncoder, ExpressionEncoder}
 import org.apache.spark.sql.catalyst.expressions.Attribute
@@ -30,6 +30,7 @@ import org.apache.spark.sql.streaming._
 private[kstreams] object StateEncoders {
   private val made = new ConcurrentHashMap[Class[_], Encoder[_]]()
   private val resolved = new ConcurrentHashMap[AnyRef, BoundOnce[_]]()
+  private val bound = new ConcurrentHashMap[AnyRef, ExpressionEncoder[_]]()
 
   /** `make`, a case class's encoder (`Encoders.product[T]`), made once per JVM and class. By name:
     * the `TypeTag` it needs is materialized where it is written, through a runtime mirror lookup
@@ -59,14 +60,21 @@ private[kstreams] object StateEncoders {
     }
   }
 
+  /** The grouping key of the operators grouped by a group number (an input partition, or a hash
+    * group of keys): `transformWithState` analyzes it for its timers in every task. */
+  lazy val groupNumber: Encoder[Int] = boundOnce(Encoders.scalaInt)
+
   /** `encoder`, whose `resolveAndBind` against its own schema with Spark's default analyzer (what
-    * a state variable does) analyzes once; anything else as `encoder` would. */
+    * a state variable does) analyzes once per JVM, also for the copies a task deserializes from
+    * the plan (a grouping key's encoder); anything else as `encoder` would. */
   private final class BoundOnce[T](encoder: ExpressionEncoder[T])
       extends ExpressionEncoder[T](encoder.encoder, encoder.objSerializer, encoder.objDeserializer) {
-    @transient private lazy val bound: ExpressionEncoder[T] = super.resolveAndBind()
-
     override def resolveAndBind(attrs: Seq[Attribute], analyzer: Analyzer): ExpressionEncoder[T] =
-      if ((analyzer eq SimpleAnalyzer) && ownColumns(attrs)) bound else super.resolveAndBind(attrs, analyzer)
+      if ((analyzer eq SimpleAnalyzer) && ownColumns(attrs))
+        bound
+          .computeIfAbsent(this.encoder, _ => super.resolveAndBind(attrs, analyzer))
+          .asInstanceOf[ExpressionEncoder[T]]
+      else super.resolveAndBind(attrs, analyzer)
 
     private def ownColumns(attrs: Seq[Attribute]): Boolean =
       attrs.length == schema.length && attrs.zip(schema.fields).forall { case (a, f) =>
