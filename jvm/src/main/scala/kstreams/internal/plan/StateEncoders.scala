@@ -23,14 +23,18 @@ import org.apache.spark.sql.streaming._
   *    `deduplicate_by_key` (2026-11-28, rate source, `local[2]`, the tests' settings) had that
   *    analysis at 56% of `init`'s samples and `init` at 30% of the state tasks', where Spark's
   *    own dedup has no `init` at all. [[handle]] resolves each encoder once: the same encoder
-  *    resolved against the same columns always binds to the same expressions.
+  *    resolved against the same columns always binds to the same expressions;
+  *  - `transformWithState` resolves the grouping key's encoder again for its timers in every task:
+  *    [[groupNumber]] is resolved once too.
   * An encoder is immutable, so one serves every task; every resolved encoder stays for the JVM's
   * life, one per state type the JVM's operators use.
   */
 private[kstreams] object StateEncoders {
   private val made = new ConcurrentHashMap[Class[_], Encoder[_]]()
-  private val resolved = new ConcurrentHashMap[AnyRef, BoundOnce[_]]()
-  private val bound = new ConcurrentHashMap[AnyRef, ExpressionEncoder[_]]()
+  // by type description (an AgnosticEncoder: case classes, equal for equal types, schemas and
+  // classes): the encoder handed to Spark, and what it resolves to
+  private val boundOnceByType = new ConcurrentHashMap[AnyRef, BoundOnce[_]]()
+  private val resolvedByType = new ConcurrentHashMap[AnyRef, ExpressionEncoder[_]]()
 
   /** `make`, a case class's encoder (`Encoders.product[T]`), made once per JVM and class. By name:
     * the `TypeTag` it needs is materialized where it is written, through a runtime mirror lookup
@@ -47,16 +51,15 @@ private[kstreams] object StateEncoders {
 
   /** `encoder`, resolved once per JVM when Spark resolves it against its own columns. */
   def boundOnce[T](encoder: Encoder[T]): Encoder[T] = {
-    // keyed by the type description (case classes: equal for equal types, schemas and classes),
-    // which is what `Encoders` gives (`scalaLong`, `BINARY`, `product`, `row`)
-    def bound(description: AgnosticEncoder[T], expression: => ExpressionEncoder[T]) =
-      resolved.computeIfAbsent(description, _ => new BoundOnce(expression)).asInstanceOf[BoundOnce[T]]
+    // `Encoders` gives type descriptions (`scalaLong`, `BINARY`, `product`, `row`)
+    def of(description: AgnosticEncoder[T], expression: => ExpressionEncoder[T]) =
+      boundOnceByType.computeIfAbsent(description, _ => new BoundOnce(expression)).asInstanceOf[BoundOnce[T]]
     encoder match {
       case b: BoundOnce[T] @unchecked => b
-      case a: AgnosticEncoder[T] @unchecked => bound(a, encoderFor(a))
+      case a: AgnosticEncoder[T] @unchecked => of(a, encoderFor(a))
       case _ =>
         val expression = encoderFor(encoder)
-        bound(expression.encoder, expression)
+        of(expression.encoder, expression)
     }
   }
 
@@ -71,7 +74,7 @@ private[kstreams] object StateEncoders {
       extends ExpressionEncoder[T](encoder.encoder, encoder.objSerializer, encoder.objDeserializer) {
     override def resolveAndBind(attrs: Seq[Attribute], analyzer: Analyzer): ExpressionEncoder[T] =
       if ((analyzer eq SimpleAnalyzer) && ownColumns(attrs))
-        bound
+        resolvedByType
           .computeIfAbsent(this.encoder, _ => super.resolveAndBind(attrs, analyzer))
           .asInstanceOf[ExpressionEncoder[T]]
       else super.resolveAndBind(attrs, analyzer)
