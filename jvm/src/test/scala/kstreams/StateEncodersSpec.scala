@@ -36,6 +36,12 @@ class StateEncodersSpec extends AnyFunSuite {
       binary.resolveAndBind().createDeserializer()(binary.createSerializer()(Array[Byte](3))).toSeq == Seq[Byte](3))
   }
 
+  test("an encoder that holds a function (a serialization codec) is left to Spark") {
+    // compared by reference, and its codec must not serve two tasks at once
+    val kryo = Encoders.kryo[EncodedEntry]
+    assert(StateEncoders.boundOnce(kryo) eq kryo)
+  }
+
   test("resolved against other columns, it is analyzed as Spark would") {
     val once = encoderFor(StateEncoders.boundOnce(Encoders.product[EncodedEntry]))
     val reversed = StructType(once.schema.fields.reverse)

@@ -250,8 +250,9 @@ private[kstreams] object CheckpointOperators {
           history += ran.result()
         }
       } catch {
-        // both found while the file is read: one line naming the file and what to do, not
-        // Hadoop's or Jackson's exception alone (the query has not started a micro-batch)
+        // both found while the file is read (before a query's first micro-batch, or by a tool
+        // reading the checkpoint): one line naming the file and what to do, not Hadoop's or
+        // Jackson's exception alone
         case e: ChecksumException => throw unreadable(path, e, checksumMismatch(path))
         case e: JsonProcessingException =>
           val at = Option(e.getLocation).fold("")(l => s" (line ${l.getLineNr}, column ${l.getColumnNr})")
@@ -272,7 +273,7 @@ private[kstreams] object CheckpointOperators {
   private def unreadable(path: Path, cause: Exception, what: String): KStreamsException =
     new KStreamsException(
       s"the checkpoint's list of kstreams operators $path $what restore the file from a copy of the " +
-        "checkpoint, or delete it to have this run record it anew (forgetting the settings of earlier " +
+        "checkpoint, or delete it to have the next run record it anew (forgetting the settings of earlier " +
         "runs: the manual, \"Operating a query\")",
       cause
     )

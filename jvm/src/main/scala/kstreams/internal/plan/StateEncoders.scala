@@ -26,8 +26,10 @@ import org.apache.spark.sql.streaming._
   *    resolved against the same columns always binds to the same expressions;
   *  - `transformWithState` resolves the grouping key's encoder again for its timers in every task:
   *    [[groupNumber]] is resolved once too.
-  * An encoder is immutable, so one serves every task; every resolved encoder stays for the JVM's
-  * life, one per state type the JVM's operators use.
+  * Such an encoder (of values: primitives, binary, strings, case classes and rows of them) is
+  * immutable, so one serves every task; every resolved encoder stays for the JVM's life, one per
+  * state type the JVM's operators use. Any other encoder (a user store's `Encoders.kryo`, say) is
+  * left to Spark, as before.
   */
 private[kstreams] object StateEncoders {
   private val made = new ConcurrentHashMap[Class[_], Encoder[_]]()
@@ -49,18 +51,24 @@ private[kstreams] object StateEncoders {
     case h => new BoundOnceHandle(h)
   }
 
-  /** `encoder`, resolved once per JVM when Spark resolves it against its own columns. */
-  def boundOnce[T](encoder: Encoder[T]): Encoder[T] = {
-    // `Encoders` gives type descriptions (`scalaLong`, `BINARY`, `product`, `row`)
-    def of(description: AgnosticEncoder[T], expression: => ExpressionEncoder[T]) =
-      boundOnceByType.computeIfAbsent(description, _ => new BoundOnce(expression)).asInstanceOf[BoundOnce[T]]
-    encoder match {
-      case b: BoundOnce[T] @unchecked => b
-      case a: AgnosticEncoder[T] @unchecked => of(a, encoderFor(a))
-      case _ =>
-        val expression = encoderFor(encoder)
-        of(expression.encoder, expression)
-    }
+  /** `encoder`, resolved once per JVM when Spark resolves it against its own columns; as it is
+    * where that could share what must not be shared (below). */
+  def boundOnce[T](encoder: Encoder[T]): Encoder[T] = encoder match {
+    case b: BoundOnce[T] @unchecked => b
+    // a type description (`Encoders.scalaLong`, `BINARY`, `product`, `row`) made of values only:
+    // one that holds a function (a serialization codec such as `Encoders.kryo`, a case class's
+    // outer pointer) is compared by reference, so a task's deserialized copy would add an entry
+    // per task, and its expressions (a codec, a serializer instance) must not serve two tasks
+    case a: AgnosticEncoder[T] @unchecked if comparesByValue(a) =>
+      boundOnceByType.computeIfAbsent(a, _ => new BoundOnce(encoderFor(a))).asInstanceOf[BoundOnce[T]]
+    case other => other
+  }
+
+  private def comparesByValue(x: Any): Boolean = x match {
+    case i: Iterable[_] => i.forall(comparesByValue) // (a Seq is a function too)
+    case _: Function0[_] | _: Function1[_, _] => false
+    case p: Product => p.productIterator.forall(comparesByValue)
+    case _ => true
   }
 
   /** The grouping key of the operators grouped by a group number (an input partition, or a hash
@@ -70,12 +78,12 @@ private[kstreams] object StateEncoders {
   /** `encoder`, whose `resolveAndBind` against its own schema with Spark's default analyzer (what
     * a state variable does) analyzes once per JVM, also for the copies a task deserializes from
     * the plan (a grouping key's encoder); anything else as `encoder` would. */
-  private final class BoundOnce[T](encoder: ExpressionEncoder[T])
-      extends ExpressionEncoder[T](encoder.encoder, encoder.objSerializer, encoder.objDeserializer) {
+  private final class BoundOnce[T](from: ExpressionEncoder[T])
+      extends ExpressionEncoder[T](from.encoder, from.objSerializer, from.objDeserializer) {
     override def resolveAndBind(attrs: Seq[Attribute], analyzer: Analyzer): ExpressionEncoder[T] =
       if ((analyzer eq SimpleAnalyzer) && ownColumns(attrs))
         resolvedByType
-          .computeIfAbsent(this.encoder, _ => super.resolveAndBind(attrs, analyzer))
+          .computeIfAbsent(encoder, _ => super.resolveAndBind(attrs, analyzer))
           .asInstanceOf[ExpressionEncoder[T]]
       else super.resolveAndBind(attrs, analyzer)
 
