@@ -59,14 +59,16 @@ class RealTimeSpec extends SparkSuite {
       .groupBy(_.getAs[Int]("partition"))
       .map { case (p, rows) => p -> rows.map(_.getAs[String]("value")) }
 
-  /** [[realTime]]'s run, returning every output row in the order it arrived. */
+  /** [[realTime]]'s run, returning every output row in the order it arrived; after each step,
+    * `stateRows` gets the state's row count (`numRowsTotal`) as the batch that committed it left it. */
   private def realTimeRows(
       steps: Seq[Seq[Event]],
       op: DataFrame => DataFrame,
       totals: Seq[Int],
       restartBefore: Set[Int],
       partitions: Int,
-      restartedOps: Map[Int, DataFrame => DataFrame] = Map.empty): Seq[Row] = {
+      restartedOps: Map[Int, DataFrame => DataFrame] = Map.empty,
+      stateRows: Option[collection.mutable.Buffer[Long]] = None): Seq[Row] = {
     val input = LowLatencyMemoryStream[Event](partitions)(Encoders.product[Event], spark.sqlContext)
     val checkpoint = Files.createTempDirectory("kstreams-real-time").toString
     RealTimeSink.rows.clear()
@@ -117,6 +119,12 @@ class RealTimeSpec extends SparkSuite {
         }
         assert(RealTimeSink.rows.size >= total, s"step $i: ${RealTimeSink.rows.size} rows out of $total in 90 s")
         assert(covered, s"step $i: committed batches read ${committedEnd()} of $added records in 90 s")
+        stateRows.foreach { rows =>
+          val committed = newestCommitted()
+          while (Option(query.lastProgress).forall(_.batchId < committed) && System.nanoTime() < deadline)
+            Thread.sleep(20)
+          rows += query.lastProgress.stateOperators.head.numRowsTotal
+        }
       }
     } finally query.stop()
     RealTimeSink.rows.asScala.toSeq
@@ -368,6 +376,42 @@ class RealTimeSpec extends SparkSuite {
         Option(r.get(r.fieldIndex("value"))))
     }
     assert(got == Seq((1L, 1L, Some(1L)), (1L, 1L, None), (1L, 5L, Some(2L)), (30L, 30L, Some(1L))))
+  }
+
+  test(
+    "an idle partition's entries are swept by the watermark in real-time mode, after it took records in two batches") {
+    // As DeduplicateSpec's micro-batch test: partition 0 moves on by 200 s a step; partition 1 gets
+    // a record in each of the first two steps (two batches, so its sweep timer is put back after a
+    // batch it took records in, which waits its timer out) and goes idle (at once:
+    // spark.kstreams.partitionIdleTimeout 0 s). Its entries must go once the watermark is
+    // 10 minutes past them: compare with the same run whose partition 1 gets nothing.
+    val busy = (0 to 7).map(i => Seq(at(s"k$i", i * 200.0, offset = i, value = s"v$i")))
+    val idle = Seq(
+      at("idle0", 0, partition = 1, offset = 0, value = "i0"),
+      at("idle1", 1, partition = 1, offset = 1, value = "i1"))
+    def run(withIdle: Boolean): Seq[Long] = {
+      val steps = busy.zipWithIndex.map { case (b, i) => b ++ (if (withIdle && i < 2) Seq(idle(i)) else Nil) }
+      val totals = steps.map(_.size).scanLeft(0)(_ + _).tail
+      val rows = collection.mutable.Buffer.empty[Long]
+      realTimeRows(
+        steps,
+        df => KStream(df).deduplicateByKey("5 seconds").df,
+        totals,
+        Set.empty,
+        2,
+        stateRows = Some(rows))
+      rows.toSeq
+    }
+    spark.conf.set("spark.kstreams.partitionIdleTimeout", "0 seconds")
+    val (withIdle, without) =
+      try (run(withIdle = true), run(withIdle = false))
+      finally spark.conf.unset("spark.kstreams.partitionIdleTimeout")
+    val runs = s"state rows with an idle partition: $withIdle, without: $without"
+    // while the watermark is short of 10 minutes past them, partition 1 holds its chunk, its chunk
+    // count and its values (one row in layout 2)
+    assert(withIdle(2) >= without(2) + 3, runs)
+    // swept: only its values are left
+    assert(withIdle.last == without.last + 1, runs)
   }
 
   test("a restart may change the dedup interval in real-time mode (30 s, 5 s, then 30 s)") {

@@ -161,6 +161,8 @@ private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings
     private val store = new GroupStore(group, liveFromOf(streamTime), values.mode) // null before its first batch
     private val emit = new CompactEmitter(lateRecords)
     private var lastOrder = Long.MinValue
+    // the sweep timer waits out the batch: close arms it again (Sweeper.disarm says why)
+    if (realTime && useTimers) sweeper.disarm()
 
     /** The spec's rule for `r`: what to emit, or null. */
     def decide(r: CompactRecord): CompactOutput = {
@@ -370,7 +372,8 @@ private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings
       expiredTimerInfo: ExpiredTimerInfo): Iterator[CompactOutput] = {
     // A real-time query checks timers between records: a group whose store is open here is not
     // idle (it drops its dead buckets itself when it opens), and sweeping under its open map
-    // would change the state beneath it, so the timer is only armed again. Nor is a partition
+    // would change the state beneath it, so the timer is only armed again (an open group has
+    // none pending, OpenGroup disarms it; this guards the rule, not a path taken). Nor is a partition
     // that delivered within the idle time (spark.kstreams.partitionIdleTimeout): it drops what its
     // own stream time passed at its next micro-batch, and the watermark, which follows the
     // fastest partition, would take entries still live for it (spec section 8).

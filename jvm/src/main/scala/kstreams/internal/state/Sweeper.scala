@@ -27,6 +27,18 @@ private[kstreams] final class Sweeper(
   def ensureArmed(timerValues: TimerValues): Unit =
     if (!pending.exists()) arm(timerValues.getCurrentWatermarkInMs())
 
+  /** Removes the pending timer, for a group that [[ensureArmed]] arms again when it closes. Why: a
+    * real-time query checks the timers after every record, reading the earliest pending one of
+    * the task's state partition (a RocksDB seek and a decoded row each time); a group taking
+    * records is not idle, so while it is open its timer has nothing to do but be read. */
+  def disarm(): Unit = {
+    val at = pending.atMs
+    if (at != Long.MinValue) {
+      handle.deleteTimer(at)
+      pending.clear()
+    }
+  }
+
   /** The timer fired: `sweep(streamTime)` removes dead state and says whether any state is left. */
   def fired(timerValues: TimerValues, streamTimes: MapState[Int, Long])(sweep: Long => Boolean): Unit = {
     val slowest = streamTimes.values().foldLeft(Long.MaxValue)(math.min)
@@ -62,12 +74,16 @@ private[kstreams] object Sweeper {
   /** Where the time of a group's pending sweep timer is kept. */
   trait PendingTimer {
     def exists(): Boolean
+
+    /** The pending timer's time, Long.MinValue when none is. */
+    def atMs: Long
     def clear(): Unit
     def update(atMs: Long): Unit
   }
 
   private def inValueState(state: ValueState[Long]): PendingTimer = new PendingTimer {
     def exists(): Boolean = state.exists()
+    def atMs: Long = if (state.exists()) state.get() else Long.MinValue
     def clear(): Unit = state.clear()
     def update(atMs: Long): Unit = state.update(atMs)
   }
