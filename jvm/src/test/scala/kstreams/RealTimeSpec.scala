@@ -60,7 +60,8 @@ class RealTimeSpec extends SparkSuite {
       .map { case (p, rows) => p -> rows.map(_.getAs[String]("value")) }
 
   /** [[realTime]]'s run, returning every output row in the order it arrived; after each step,
-    * `stateRows` gets the state's row count (`numRowsTotal`) as the batch that committed it left it. */
+    * `stateRows` gets the state's row count (`numRowsTotal`) of the newest progress once the batch
+    * that committed the step has reported (that batch's, or a later one's). */
   private def realTimeRows(
       steps: Seq[Seq[Event]],
       op: DataFrame => DataFrame,
@@ -123,7 +124,9 @@ class RealTimeSpec extends SparkSuite {
           val committed = newestCommitted()
           while (Option(query.lastProgress).forall(_.batchId < committed) && System.nanoTime() < deadline)
             Thread.sleep(20)
-          rows += query.lastProgress.stateOperators.head.numRowsTotal
+          val progress = Option(query.lastProgress).filter(_.batchId >= committed)
+          assert(progress.nonEmpty, s"step $i: no progress of batch $committed in 90 s")
+          rows += progress.get.stateOperators.head.numRowsTotal
         }
       }
     } finally query.stop()
@@ -383,8 +386,9 @@ class RealTimeSpec extends SparkSuite {
     // As DeduplicateSpec's micro-batch test: partition 0 moves on by 200 s a step; partition 1 gets
     // a record in each of the first two steps (two batches, so its sweep timer is put back after a
     // batch it took records in, which waits its timer out) and goes idle (at once:
-    // spark.kstreams.partitionIdleTimeout 0 s). Its entries must go once the watermark is
-    // 10 minutes past them: compare with the same run whose partition 1 gets nothing.
+    // spark.kstreams.partitionIdleTimeout 0 s). Its entries must go once the watermark passes the
+    // timer its last batch armed (that batch's watermark + 10 minutes, so when partition 0 is
+    // 600-800 s on): compare with the same run whose partition 1 gets nothing.
     val busy = (0 to 7).map(i => Seq(at(s"k$i", i * 200.0, offset = i, value = s"v$i")))
     val idle = Seq(
       at("idle0", 0, partition = 1, offset = 0, value = "i0"),
@@ -407,8 +411,8 @@ class RealTimeSpec extends SparkSuite {
       try (run(withIdle = true), run(withIdle = false))
       finally spark.conf.unset("spark.kstreams.partitionIdleTimeout")
     val runs = s"state rows with an idle partition: $withIdle, without: $without"
-    // while the watermark is short of 10 minutes past them, partition 1 holds its chunk, its chunk
-    // count and its values (one row in layout 2)
+    // while the watermark is short of that timer (partition 0 at 400 s), partition 1 holds its
+    // chunk, its chunk count and its values (one row in layout 2)
     assert(withIdle(2) >= without(2) + 3, runs)
     // swept: only its values are left
     assert(withIdle.last == without.last + 1, runs)

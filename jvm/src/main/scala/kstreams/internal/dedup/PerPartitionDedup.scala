@@ -373,7 +373,7 @@ private[kstreams] final class PerPartitionDedupProcessor(settings: DedupSettings
     // A real-time query checks timers between records: a group whose store is open here is not
     // idle (it drops its dead buckets itself when it opens), and sweeping under its open map
     // would change the state beneath it, so the timer is only armed again (an open group has
-    // none pending, OpenGroup disarms it; this guards the rule, not a path taken). Nor is a partition
+    // none pending, OpenGroup disarms it, unless a timer outlived the time stored for it). Nor is a partition
     // that delivered within the idle time (spark.kstreams.partitionIdleTimeout): it drops what its
     // own stream time passed at its next micro-batch, and the watermark, which follows the
     // fastest partition, would take entries still live for it (spec section 8).

@@ -30,7 +30,8 @@ private[kstreams] final class Sweeper(
   /** Removes the pending timer, for a group that [[ensureArmed]] arms again when it closes. Why: a
     * real-time query checks the timers after every record, reading the earliest pending one of
     * the task's state partition (a RocksDB seek and a decoded row each time); a group taking
-    * records is not idle, so while it is open its timer has nothing to do but be read. */
+    * records is not idle, so while it is open its timer has nothing to do but be read. (The read
+    * stays where an idle group of the same state partition still holds a timer.) */
   def disarm(): Unit = {
     val at = pending.atMs
     if (at != Long.MinValue) {
