@@ -126,7 +126,6 @@ private[kstreams] object PerPartitionGroupValues {
     def lastRecordMs: Option[Long] = Some(read.lastRecordMs).filter(_ != Long.MinValue)
     def lastRecordMs_=(ms: Long): Unit = change(_.copy(lastRecordMs = ms))
     val pendingSweep: Option[Sweeper.PendingTimer] = Some(new Sweeper.PendingTimer {
-      def exists(): Boolean = read.sweepAtMs != Long.MinValue
       def atMs: Long = read.sweepAtMs
       def clear(): Unit = change(_.copy(sweepAtMs = Long.MinValue))
       def update(atMs: Long): Unit = change(_.copy(sweepAtMs = atMs))

@@ -74,16 +74,15 @@ private[kstreams] object Sweeper {
 
   /** Where the time of a group's pending sweep timer is kept. */
   trait PendingTimer {
-    def exists(): Boolean
 
     /** The pending timer's time, Long.MinValue when none is. */
     def atMs: Long
+    final def exists(): Boolean = atMs != Long.MinValue
     def clear(): Unit
     def update(atMs: Long): Unit
   }
 
   private def inValueState(state: ValueState[Long]): PendingTimer = new PendingTimer {
-    def exists(): Boolean = state.exists()
     def atMs: Long = if (state.exists()) state.get() else Long.MinValue
     def clear(): Unit = state.clear()
     def update(atMs: Long): Unit = state.update(atMs)
