@@ -711,6 +711,17 @@ def test_null_partition_fails_every_operator_naming_column_and_offset(spark, ope
     )
 
 
+def test_null_timestamp_of_a_stream_without_offsets_names_its_partition(spark):
+    """Without an offset column the message says so where an offset would be."""
+    df = batch_df(spark, with_offsets([Rec("a", 1, partition=3), Rec("a", None, partition=3)])).drop("offset")
+    with pytest.raises(KStreamsError) as e:
+        KStream(df, offset=None).deduplicate_by_key("10 s").df.collect()
+    assert str(e.value) == (
+        "null timestamp in column 'timestamp' at partition 3, offset n/a (no offset column); fix the "
+        "producer, or pass on_null_timestamp='skip' (Scala: NullTimestamps.Skip) to skip and count such records"
+    )
+
+
 def test_a_function_written_for_record_values_says_it_gets_columns(spark, df):
     """A user's function is applied once to Columns; Python's own error ("'Column' object is not
     callable") would not say so."""

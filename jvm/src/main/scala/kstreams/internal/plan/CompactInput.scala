@@ -57,7 +57,9 @@ private[kstreams] object CompactInput {
       Group,
       Seq(Order),
       roundRobin = true)
-    sorted.select(col(Group) +: compactColumns(input, col(Order), keyParts, userColumns, realTime = false): _*)
+    // the sort column is the checked offset where the stream has one: checked once, read twice
+    val offset = input.offset.map(_ => col(Order))
+    sorted.select(col(Group) +: compactColumns(input, col(Order), offset, keyParts, userColumns, realTime = false): _*)
   }
 
   /** [[byPartition]] for a real-time query: the same columns, computed in the source's tasks (there
@@ -66,7 +68,8 @@ private[kstreams] object CompactInput {
   private def realTime(df: DataFrame, input: InputColumns, keyParts: Seq[Column]): DataFrame = {
     val userColumns = df.schema.fields.toSeq.map(f => col(quote(f.name)))
     val records = input.df
-      .select(input.group.as(Group) +: compactColumns(input, input.order, keyParts, userColumns, realTime = true): _*)
+      .select(input.group
+        .as(Group) +: compactColumns(input, input.order, input.offset, keyParts, userColumns, realTime = true): _*)
       .as[CompactRecord](Encoders.product[CompactRecord])
       .mapPartitions(EndMarkers.append _)(Encoders.product[CompactRecord])
       .toDF()
@@ -74,17 +77,19 @@ private[kstreams] object CompactInput {
   }
 
   /** The columns of [[CompactRecord]], in its order (`ordering`: the record's place in its
-    * partition, [[InputColumns.order]] or the column it was computed into). */
+    * partition, [[InputColumns.order]] or the column it was computed into; `offset`: the checked
+    * offset, [[InputColumns.offset]] or a column it was computed into, None without offsets). */
   private def compactColumns(
       input: InputColumns,
       ordering: Column,
+      offset: Option[Column],
       keyParts: Seq[Column],
       userColumns: Seq[Column],
       realTime: Boolean): Seq[Column] = Seq(
     input.checkedPartition.as("partition"),
     ordering.as("ordering"),
     input.timestampMicros.as("timestampMicros"),
-    coalesce(input.offset.getOrElse(lit(null).cast(LongType)), lit(Long.MinValue)).as("offset"),
+    coalesce(offset.getOrElse(lit(null).cast(LongType)), lit(Long.MinValue)).as("offset"),
     keyParts.map(_.isNull).reduce(_ || _).as("keyNull"),
     RowBytes.encode(keyParts).as("key"),
     RowBytes.encode(userColumns).as(Payload),

@@ -6,7 +6,7 @@ import org.apache.spark.sql.{Column, DataFrame, Row}
 import org.apache.spark.sql.catalyst.plans.logical.{CollectMetrics, EventTimeWatermark}
 import org.apache.spark.sql.classic
 import org.apache.spark.sql.functions._
-import org.apache.spark.sql.kstreams.RaiseKStreamsError
+import org.apache.spark.sql.kstreams.NotNullOrFail
 import org.apache.spark.sql.types._
 
 import kstreams.internal.plan.HelperColumns.quote
@@ -41,19 +41,14 @@ private[kstreams] final case class InputColumns(
   /** [[partition]], failing the query on a null with the column and offset: every operator's
     * partition, since a record without one belongs to no task (spec section 1). */
   def checkedPartition: Column =
-    when(
-      partition.isNull,
-      RaiseKStreamsError.column(
-        concat(
-          lit(s"null partition in column '${partitionName.getOrElse("")}' at "),
-          where,
-          lit("; fix the source, or pass partition=None (Scala: StreamColumns(partition = None)) to read " +
-            "the stream as one partition")
-        ))
-    ).otherwise(partition)
-
-  /** `partition 3, offset 42` as a column, for errors raised inside Catalyst. */
-  def where: Column = InputColumns.where(partition, rawOffset)
+    InputColumns.notNullOrFail(
+      partition,
+      s"null partition in column '${partitionName.getOrElse("")}' at ",
+      partition,
+      rawOffset,
+      "; fix the source, or pass partition=None (Scala: StreamColumns(partition = None)) to read the stream as " +
+        "one partition"
+    )
 }
 
 private[kstreams] object InputColumns {
@@ -74,30 +69,27 @@ private[kstreams] object InputColumns {
     val rawOffset = resolved.offset.map(f => col(quote(f.name)).cast(LongType))
     // a null offset fails, naming where: without it the record has no place in its partition
     val offset = resolved.offset.map { f =>
-      when(
-        col(quote(f.name)).isNull,
-        RaiseKStreamsError.column(
-          concat(
-            lit(s"null offset in column '${f.name}' at partition "),
-            coalesce(partition.cast(StringType), lit("null")),
-            lit("; fix the source, or pass offset=None (Scala: StreamColumns(offset = None)) to order " +
-              "each partition's records by timestamp")
-          ))
-      ).otherwise(col(quote(f.name)).cast(LongType))
+      NotNullOrFail.column(
+        col(quote(f.name)).cast(LongType),
+        Seq(partition),
+        Seq(
+          s"null offset in column '${f.name}' at partition ",
+          "; fix the source, or pass offset=None (Scala: StreamColumns(offset = None)) to order each partition's " +
+            "records by timestamp"
+        )
+      )
     }
     val failOnNull = resolved.timestampRequired && resolved.names.onNullTimestamp == NullTimestamps.Fail
     val tsMicros = tsName match {
       case Some(name) if failOnNull =>
-        when(
-          col(quote(name)).isNull,
-          RaiseKStreamsError.column(
-            concat(
-              lit(s"null timestamp in column '$name' at "),
-              where(partition, rawOffset),
-              lit("; fix the producer, or pass on_null_timestamp='skip' (Scala: NullTimestamps.Skip) " +
-                "to skip and count such records")
-            ))
-        ).otherwise(unix_micros(col(quote(name))))
+        notNullOrFail(
+          unix_micros(col(quote(name))),
+          s"null timestamp in column '$name' at ",
+          partition,
+          rawOffset,
+          "; fix the producer, or pass on_null_timestamp='skip' (Scala: NullTimestamps.Skip) to skip and count " +
+            "such records"
+        )
       case Some(name) => unix_micros(col(quote(name)))
       case None => lit(null).cast(LongType)
     }
@@ -131,15 +123,18 @@ private[kstreams] object InputColumns {
     }
   }
 
-  private def where(partition: Column, offset: Option[Column]): Column =
-    concat(
-      lit("partition "),
-      coalesce(partition.cast(StringType), lit("null")),
-      lit(", offset "),
-      offset
-        .map(o => coalesce(o.cast(StringType), lit("null")))
-        .getOrElse(lit("n/a (no offset column)"))
-    )
+  /** `value`, failing the task where it is null with `before`, where the record came from
+    * (`partition 3, offset 42`; `offset n/a (no offset column)` without one), then `after`. */
+  private def notNullOrFail(
+      value: Column,
+      before: String,
+      partition: Column,
+      offset: Option[Column],
+      after: String): Column = offset match {
+    case Some(o) => NotNullOrFail.column(value, Seq(partition, o), Seq(before + "partition ", ", offset ", after))
+    case None =>
+      NotNullOrFail.column(value, Seq(partition), Seq(before + "partition ", ", offset n/a (no offset column)" + after))
+  }
 
   /** The user's schema as arrival-order operators return it: the timestamp column without its
     * watermark metadata, which they strip to keep late records (see [[PartitionInput]]). */
