@@ -118,7 +118,7 @@ private[kstreams] object InputColumns {
         watermarked
           .observe(
             observationName(watermarked, "kstreams_null_timestamps"),
-            count_if(col(quote(ts)).isNull).as(DropReasons.NullTimestamp))
+            countWhere(col(quote(ts)).isNull).as(DropReasons.NullTimestamp))
           .where(col(quote(ts)).isNotNull)
     }
   }
@@ -147,6 +147,12 @@ private[kstreams] object InputColumns {
       .queryExecution
       .logical
       .exists(_.isInstanceOf[EventTimeWatermark])
+
+  /** The number of rows where `condition` holds, for an observed metric: `count_if`'s result
+    * (a long, 0 without rows). Why not `count_if`: Spark rewrites it into a common expression,
+    * which the optimizer plans as one more `Project` under the metric's `CollectMetrics`, and the
+    * plan is analyzed, optimized and code-generated again every micro-batch. */
+  def countWhere(condition: Column): Column = count(when(condition, lit(1)))
 
   /** `base`, or `base_2`, `base_3`... if the plan already observes under that name: names stay the
     * same when the same code restarts a query, and never clash inside one query. */

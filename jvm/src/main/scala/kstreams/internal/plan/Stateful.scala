@@ -61,7 +61,7 @@ private[kstreams] object Stateful {
     val processed =
       transform(grouped, processor, descriptor, timeMode)(Encoders.product[CompactOutput]).toDF()
     val dropped = col(Dropped)
-    val counts = count_if(dropped.isNull).as("forwarded") +: reasons.map(r =>
+    val counts = InputColumns.countWhere(dropped.isNull).as("forwarded") +: reasons.map(r =>
       coalesce(sum(when(dropped === lit(r), col(DroppedCount))), lit(0L)).as(r))
     processed.observe(InputColumns.observationName(processed, descriptor.metricName), counts.head, counts.tail: _*)
   }
@@ -93,8 +93,8 @@ private[kstreams] object Stateful {
     * exact in every micro-batch and visible in `lastProgress.observedMetrics`. */
   private def count(processed: DataFrame, name: String, reasons: Seq[String]): DataFrame = {
     val dropped = col(Dropped)
-    val counts = count_if(dropped.isNull).as("forwarded") +:
-      reasons.map(r => count_if(dropped === lit(r)).as(r))
+    val counts = InputColumns.countWhere(dropped.isNull).as("forwarded") +:
+      reasons.map(r => InputColumns.countWhere(dropped === lit(r)).as(r))
     processed.observe(InputColumns.observationName(processed, name), counts.head, counts.tail: _*)
   }
 
