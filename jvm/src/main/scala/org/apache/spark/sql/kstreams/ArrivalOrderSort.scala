@@ -1,8 +1,8 @@
 package org.apache.spark.sql.kstreams
 
 import org.apache.spark.sql.{DataFrame, Row}
-import org.apache.spark.sql.catalyst.expressions.{Alias, Ascending, Attribute, SortOrder}
-import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, UnaryNode}
+import org.apache.spark.sql.catalyst.expressions.{Alias, Ascending, Attribute, NamedExpression, SortOrder}
+import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, Project, UnaryNode}
 import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning
 import org.apache.spark.sql.classic
 import org.apache.spark.sql.execution.{ProjectExec, SortExec, SparkPlan, SparkStrategy}
@@ -103,9 +103,22 @@ object ArrivalOrderStrategy extends SparkStrategy {
           // the group number replaced by its key under the same attribute, so that the stateful
           // operator above, grouped on that attribute, needs no shuffle of its own
           val group = groupBy.head
-          ProjectExec(
-            child.output.map(a => if (a.exprId == group.exprId) Alias(GroupKey(a), a.name)(exprId = a.exprId) else a),
-            planLater(child))
+          def keyed(e: NamedExpression): NamedExpression = e match {
+            case a: Alias if a.exprId == group.exprId =>
+              Alias(GroupKey(a.child), a.name)(
+                exprId = a.exprId,
+                qualifier = a.qualifier,
+                explicitMetadata = a.explicitMetadata,
+                nonInheritableMetadataKeys = a.nonInheritableMetadataKeys)
+            case a if a.exprId == group.exprId => Alias(GroupKey(a), a.name)(exprId = a.exprId)
+            case other => other
+          }
+          child match {
+            // computed where the group number is (always, for kstreams' inputs): one operator less
+            // in a plan Spark plans again every micro-batch
+            case Project(list, grandchild) => ProjectExec(list.map(keyed), planLater(grandchild))
+            case _ => ProjectExec(child.output.map(keyed), planLater(child))
+          }
         }
       val partitioning = HashPartitioning(groupBy, statePartitions())
       val shuffle = ShuffleExchangeExec(partitioning, input, REQUIRED_BY_STATEFUL_OPERATOR)
