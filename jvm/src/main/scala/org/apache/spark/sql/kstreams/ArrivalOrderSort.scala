@@ -1,8 +1,10 @@
 package org.apache.spark.sql.kstreams
 
+import scala.annotation.tailrec
+
 import org.apache.spark.sql.{DataFrame, Row}
 import org.apache.spark.sql.catalyst.expressions.{Alias, Ascending, Attribute, NamedExpression, SortOrder}
-import org.apache.spark.sql.catalyst.plans.logical.{LogicalPlan, Project, UnaryNode}
+import org.apache.spark.sql.catalyst.plans.logical.{Filter, LeafNode, LogicalPlan, Project, UnaryNode}
 import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning
 import org.apache.spark.sql.classic
 import org.apache.spark.sql.execution.{ProjectExec, SortExec, SparkPlan, SparkStrategy}
@@ -114,9 +116,12 @@ object ArrivalOrderStrategy extends SparkStrategy {
             case other => other
           }
           child match {
-            // computed where the group number is (always, for kstreams' inputs): one operator less
-            // in a plan Spark plans again every micro-batch
-            case Project(list, grandchild) => ProjectExec(list.map(keyed), planLater(grandchild))
+            // computed where the group number is: one operator less in a plan Spark plans again
+            // every micro-batch. Not over a scan: the strategies that plan a scan read only the
+            // columns of the Projects and Filters right above it (a batch file source), which
+            // planning the Project here would take from them
+            case Project(list, grandchild) if !overScan(grandchild) =>
+              ProjectExec(list.map(keyed), planLater(grandchild))
             case _ => ProjectExec(child.output.map(keyed), planLater(child))
           }
         }
@@ -124,6 +129,14 @@ object ArrivalOrderStrategy extends SparkStrategy {
       val shuffle = ShuffleExchangeExec(partitioning, input, REQUIRED_BY_STATEFUL_OPERATOR)
       (if (order.isEmpty) shuffle else SortExec(order, global = false, shuffle)) :: Nil
     case _ => Nil
+  }
+
+  /** Whether `plan` is a scan, with only Projects and Filters above it. */
+  @tailrec private def overScan(plan: LogicalPlan): Boolean = plan match {
+    case _: LeafNode => true
+    case Filter(_, child) => overScan(child)
+    case Project(_, child) => overScan(child)
+    case _ => false
   }
 
   /** Adds this strategy to `session`'s planner (once). */
