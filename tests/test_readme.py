@@ -112,6 +112,22 @@ def test_the_cluster_page_s_session_runs(spark):
     assert namespace["spark"] is spark
 
 
+def test_the_cluster_connect_server_command_sets_what_configure_spark_sets():
+    """The manual's Connect page starts a server on a cluster with ``--conf`` lines by hand: they
+    must be the settings ``configure_spark`` gives a classic session (and the local
+    ``connect-server`` its server), no fewer, no others than the plugin's."""
+    from kstreams_spark.session import DEFAULT_SETTINGS, REQUIRED_SETTINGS
+
+    page = open(os.path.join(ROOT, "docs", "guide", "connect.md")).read()
+    (command,) = [
+        block for block in re.findall(r"```sh\n(.*?)```", page, re.S) if "start-connect-server" in block
+    ]
+    confs = dict(line.split("=", 1) for line in re.findall(r"--conf (\S+)", command))
+    plugin = "spark.connect.extensions.relation.classes"
+    assert confs.pop(plugin) == "org.apache.spark.sql.kstreams.KStreamsConnectPlugin"
+    assert confs == {**REQUIRED_SETTINGS, **DEFAULT_SETTINGS}
+
+
 def test_readme_python_kafka_and_processor_examples_run(spark, kafka, tmp_path):
     """The manual's "Deduplication", "Windowed distinct", "Metrics", "Late records", "Kafka", "Exactly once
     to Kafka" and "Processor API" blocks, as

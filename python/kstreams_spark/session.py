@@ -14,20 +14,22 @@ from kstreams_spark.errors import KStreamsError
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
-# Three Spark defaults configure_spark changes (see its docstring; the reasons in full are at the
+# Four Spark defaults configure_spark changes (see its docstring; the reasons in full are at the
 # same keys in SparkSessionChecks.scala, whose KStream.configure sets them for Scala).
 VERIFY_EMPTY_CHECKPOINT_KEY = "spark.sql.streaming.verifyCheckpointDirectoryEmptyOnStart"
 WATERMARK_POLICY_KEY = "spark.sql.streaming.multipleWatermarkPolicy"
 CHANGELOG_CHECKPOINTING_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+CODEGEN_CACHE_MAX_ENTRIES_KEY = "spark.sql.codegen.cache.maxEntries"
 # the Python workers' interpreter as a setting (configure_spark passes it on to PYSPARK_PYTHON)
 WORKERS_PYTHON_KEY = "spark.pyspark.python"
 # What configure_spark gives a session, and `kstreams-spark connect-server` its server: the state
-# store the operators need, and three defaults that a user's own setting overrides.
+# store the operators need, and four defaults that a user's own setting overrides.
 REQUIRED_SETTINGS = {PROVIDER_KEY: ROCKSDB_PROVIDER}
 DEFAULT_SETTINGS = {
     VERIFY_EMPTY_CHECKPOINT_KEY: "false",
     WATERMARK_POLICY_KEY: "max",
     CHANGELOG_CHECKPOINTING_KEY: "true",
+    CODEGEN_CACHE_MAX_ENTRIES_KEY: "1000",
 }
 
 
@@ -50,7 +52,11 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
     changelog checkpointing (``spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing
     .enabled``): a micro-batch's commit writes its changes to a file instead of checkpointing the
     database's files (0.92x the time per micro-batch at 1M live keys in `benchmarks/bench --tune`);
-    Spark's real-time mode turns it on by itself. On a local master, unless
+    Spark's real-time mode turns it on by itself. It gives Spark's cache of generated code room for
+    1,000 classes (``spark.sql.codegen.cache.maxEntries``, Spark's default 100, shared by every
+    query of the JVM): each state variable of an operator brings classes of its own, and a query of
+    a few operators (three joins already) needs more than 100, which Spark then compiles again in
+    every micro-batch; a few MB of generated classes at most. On a local master, unless
     ``PYSPARK_PYTHON`` is set, it sets that variable of this process to this interpreter (or to
     the builder's ``spark.pyspark.python``, which PySpark reads only under spark-submit), so
     Python processors' workers have the same packages as the driver.

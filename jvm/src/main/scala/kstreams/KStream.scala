@@ -378,8 +378,11 @@ object KStream {
     * `spark.sql.streaming.multipleWatermarkPolicy=max`, so that the watermark follows the most
     * advanced input as a Kafka Streams task's stream time does and a restarted query gets the
     * watermarks of an uninterrupted one (the manual, "Crash safety"); and RocksDB's changelog
-    * checkpointing, a cheaper commit of the state every micro-batch makes (the manual, "Benchmarks").
-    * A later `.config` of any of these keys wins. (Python's `configure_spark` also puts the bundled
+    * checkpointing, a cheaper commit of the state every micro-batch makes (the manual, "Benchmarks");
+    * and room for 1,000 generated classes in Spark's code cache
+    * (`spark.sql.codegen.cache.maxEntries`, Spark's default 100), so that a query of several
+    * operators does not compile its code again every micro-batch. A later `.config` of any of these
+    * keys wins. (Python's `configure_spark` also puts the bundled
     * jar on the classpath.)
     *
     * {{{ val spark = KStream.configure(SparkSession.builder().master("local[2]")).getOrCreate() }}}
@@ -390,6 +393,7 @@ object KStream {
       .config(SparkSessionChecks.VerifyEmptyCheckpointKey, "false")
       .config(SparkSessionChecks.WatermarkPolicyKey, "max")
       .config(SparkSessionChecks.ChangelogCheckpointingKey, "true")
+      .config(SparkSessionChecks.CodegenCacheMaxEntriesKey, SparkSessionChecks.CodegenCacheMaxEntries)
 
   /** Checks that `id` resolves on `df` and returns its type, with an error that says what is
     * wrong if it does not. */

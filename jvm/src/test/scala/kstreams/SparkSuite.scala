@@ -101,16 +101,19 @@ trait SparkSuite extends AnyFunSuite with BeforeAndAfterAll {
       batches: Seq[Seq[T]],
       encoder: Encoder[T],
       op: DataFrame => DataFrame,
-      restartBefore: Set[Int] = Set.empty): Seq[Row] =
-    streamRowsAndMetrics(batches, encoder, op, restartBefore)._1
+      restartBefore: Set[Int] = Set.empty,
+      afterBatch: Int => Unit = _ => ()): Seq[Row] =
+    streamRowsAndMetrics(batches, encoder, op, restartBefore, afterBatch)._1
 
   /** [[streamRows]] and the observed metrics of every micro-batch that read input, summed by
-    * `metric.field` (e.g. `kstreams_count_windowed.late_dropped`). */
+    * `metric.field` (e.g. `kstreams_count_windowed.late_dropped`). `afterBatch(i)` runs once the
+    * query has processed the `i`-th element of `batches`. */
   def streamRowsAndMetrics[T](
       batches: Seq[Seq[T]],
       encoder: Encoder[T],
       op: DataFrame => DataFrame,
-      restartBefore: Set[Int] = Set.empty): (Seq[Row], Map[String, Long]) = {
+      restartBefore: Set[Int] = Set.empty,
+      afterBatch: Int => Unit = _ => ()): (Seq[Row], Map[String, Long]) = {
     val metrics = mutable.Map.empty[String, Long].withDefaultValue(0L)
     def collect(q: StreamingQuery): Unit = q.recentProgress.filter(_.numInputRows > 0).foreach { p =>
       p.observedMetrics.asScala.foreach { case (name, row) =>
@@ -139,6 +142,7 @@ trait SparkSuite extends AnyFunSuite with BeforeAndAfterAll {
         if (restartBefore.contains(i)) { query.stop(); collect(query); query = start() }
         input.addData(events)
         query.processAllAvailable()
+        afterBatch(i)
       }
     } finally { query.stop(); collect(query) }
     (output.values.flatten.toSeq, metrics.toMap)

@@ -397,6 +397,12 @@ class ConformanceSpec extends SparkSuite {
       s"${onePartitionCases.size} one-partition cases, one micro-batch per record") {
     val (records, closedThenJoined) = noGraceJoinInput(onePartitionCases, differenceMs = 10)
     assert(closedThenJoined.nonEmpty, "no record joins one whose window closed: the cases miss what a join keeps")
+    // Generated classes compiled while each micro-batch ran: the three joins need more than Spark's
+    // default cache of 100 (each of their 14 state variables brings its own encoder projections), and
+    // with 100 every micro-batch compiled about 30 again; KStream.configure's 1,000 keep them
+    // (SparkSessionChecks.CodegenCacheMaxEntriesKey).
+    val compilations = org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME
+    val compiledBy = mutable.ArrayBuffer(compilations.getCount)
     // one state partition: every record is on partition 0 anyway, so a second one would only add a
     // RocksDB commit per join and micro-batch (over a hundred micro-batches)
     val rows = withSetting("spark.sql.shuffle.partitions", "1")(
@@ -417,8 +423,11 @@ class ConformanceSpec extends SparkSuite {
                 .withColumn("join", lit(name))
             }
             .reduce(_ unionByName _)
-        }
+        },
+        afterBatch = _ => compiledBy += compilations.getCount
       ))
+    val compiledPerBatch = compiledBy.zip(compiledBy.tail).map { case (before, after) => after - before }
+    assert(compiledPerBatch.drop(10).forall(_ == 0), s"classes compiled per micro-batch: $compiledPerBatch")
     val differing = noGraceJoins.flatMap { case (name, kafka, _) =>
       def inOrder(updates: Seq[(String, Seq[(String, Long)])]) = updates.map { case (k, u) =>
         val (joins, unmatched) = u.partition(_._1.contains("+"))

@@ -33,6 +33,18 @@ private[kstreams] object SparkSessionChecks {
     * requirement. */
   val ChangelogCheckpointingKey = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 
+  /** How many generated classes (whole-stage code, projections) a JVM keeps compiled: Spark's
+    * default is 100, shared by every query and task of the JVM. Each state variable of a
+    * `transformWithState` operator brings its own encoder projections (a stream-stream join holds 14
+    * state variables), so a query of a few operators needs more than 100: the least recently used
+    * are then evicted and compiled again in every micro-batch, by every task. Measured on
+    * `ConformanceSpec`'s three no-grace joins in one query (2026-11-28): 6,328 compilations over 185
+    * micro-batches with 100 entries, 122 with more (122 distinct classes, 2.2 KB of bytecode each on
+    * average), and about half of the tasks' time was compiling. A static setting: it only counts
+    * when the session (the JVM's first) starts, so `KStream.configure` sets it on the builder. */
+  val CodegenCacheMaxEntriesKey = "spark.sql.codegen.cache.maxEntries"
+  val CodegenCacheMaxEntries = "1000"
+
   /** `transformWithState` only runs on the RocksDB state store; say so before Spark fails late.
     * (Every operator passes here with its DataFrame, whose session, if it is streaming, so publishes
     * its queries' counters through Spark's metrics system: [[OperatorMetrics]].) */
