@@ -152,9 +152,9 @@ def test_the_readme_runs_from_the_wheel_in_a_fresh_venv(wheel, kafka, tmp_path):
         timeout=900,
     )
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-3000:]
-    # 9 tests; the spec-copy check skips where no ../shared/spec is next to the clone
+    # 10 tests; the spec-copy check skips where no ../shared/spec is next to the clone
     summary = done.stdout.splitlines()[-1]
-    assert summary.startswith(("9 passed in", "8 passed, 1 skipped in")), done.stdout[-2000:]
+    assert summary.startswith(("10 passed in", "9 passed, 1 skipped in")), done.stdout[-2000:]
 
 
 def test_a_java_application_built_with_maven_against_the_published_artifact_runs_a_dedup(tmp_path):
