@@ -40,8 +40,12 @@ private[kstreams] object SparkSessionChecks {
     * are then evicted and compiled again in every micro-batch, by every task. Measured on
     * `ConformanceSpec`'s three no-grace joins in one query (2026-11-28): 6,328 compilations over 185
     * micro-batches with 100 entries, 122 with more (122 distinct classes, 2.2 KB of bytecode each on
-    * average), and about half of the tasks' time was compiling. A static setting: it only counts
-    * when the session (the JVM's first) starts, so `KStream.configure` sets it on the builder. */
+    * average), and about half of the tasks' time was compiling. The crash harness's 26 operators in
+    * one query need 732 (with 100: 500-890 compilations and 11-22 s a micro-batch, with 1,000: none
+    * after the second micro-batch and 7-16 s). Spark's metrics system shows it as
+    * `CodeGenerator.compilationTime`'s count: one that grows every micro-batch asks for a larger
+    * cache. A static setting: it only counts when the session (the JVM's first) starts, so
+    * `KStream.configure` sets it on the builder. */
   val CodegenCacheMaxEntriesKey = "spark.sql.codegen.cache.maxEntries"
   val CodegenCacheMaxEntries = "1000"
 
