@@ -57,8 +57,8 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
     query of the JVM): each state variable of an operator brings classes of its own, and a query of
     a few operators (three joins already) needs more than 100, which Spark then compiles again in
     every micro-batch (26 operators in one query need 732; a count of Spark's
-    ``CodeGenerator.compilationTime`` metric that grows every micro-batch asks for more). On a local
-    master, unless
+    ``CodeGenerator.compilationTime`` metric that grows every micro-batch asks for more; it is a
+    static setting, read once per JVM, so set it on the builder). On a local master, unless
     ``PYSPARK_PYTHON`` is set, it sets that variable of this process to this interpreter (or to
     the builder's ``spark.pyspark.python``, which PySpark reads only under spark-submit), so
     Python processors' workers have the same packages as the driver.

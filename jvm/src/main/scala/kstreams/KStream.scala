@@ -381,9 +381,10 @@ object KStream {
     * checkpointing, a cheaper commit of the state every micro-batch makes (the manual, "Benchmarks");
     * and room for 1,000 generated classes in Spark's code cache
     * (`spark.sql.codegen.cache.maxEntries`, Spark's default 100), so that a query of several
-    * operators does not compile its code again every micro-batch. A later `.config` of any of these
-    * keys wins. (Python's `configure_spark` also puts the bundled
-    * jar on the classpath.)
+    * operators does not compile its code again every micro-batch (a static setting: it counts if set
+    * before the JVM first generates code). A later `.config` of any of these keys wins. (Python's
+    * `configure_spark` also puts the bundled jars, kstreams' and Spark's Kafka connector, on the
+    * classpath.)
     *
     * {{{ val spark = KStream.configure(SparkSession.builder().master("local[2]")).getOrCreate() }}}
     */

@@ -42,10 +42,11 @@ private[kstreams] object SparkSessionChecks {
     * micro-batches with 100 entries, 122 with more (122 distinct classes, 2.2 KB of bytecode each on
     * average), and about half of the tasks' time was compiling. The crash harness's 26 operators in
     * one query need 732 (with 100: 500-890 compilations and 11-22 s a micro-batch, with 1,000: none
-    * after the second micro-batch and 7-16 s). Spark's metrics system shows it as
+    * after the second micro-batch and 8-16 s). Spark's metrics system shows it as
     * `CodeGenerator.compilationTime`'s count: one that grows every micro-batch asks for a larger
-    * cache. A static setting: it only counts when the session (the JVM's first) starts, so
-    * `KStream.configure` sets it on the builder. */
+    * cache. A static setting: Spark reads it once per JVM, when the JVM first generates code, and
+    * `spark.conf.set` refuses it; so `KStream.configure` sets it on the builder, and a session that ran
+    * anything before in the same JVM keeps the size it had then. */
   val CodegenCacheMaxEntriesKey = "spark.sql.codegen.cache.maxEntries"
   val CodegenCacheMaxEntries = "1000"
 
