@@ -116,6 +116,7 @@ def test_the_cluster_connect_server_command_sets_what_configure_spark_sets():
     """The manual's Connect page starts a server on a cluster with ``--conf`` lines by hand: they
     must be the settings ``configure_spark`` gives a classic session (and the local
     ``connect-server`` its server), no fewer, no others than the plugin's."""
+    from kstreams_spark._connect import PLUGIN_CLASS
     from kstreams_spark.session import DEFAULT_SETTINGS, REQUIRED_SETTINGS
 
     page = open(os.path.join(ROOT, "docs", "guide", "connect.md")).read()
@@ -124,7 +125,7 @@ def test_the_cluster_connect_server_command_sets_what_configure_spark_sets():
     ]
     confs = dict(line.split("=", 1) for line in re.findall(r"--conf (\S+)", command))
     plugin = "spark.connect.extensions.relation.classes"
-    assert confs.pop(plugin) == "org.apache.spark.sql.kstreams.KStreamsConnectPlugin"
+    assert confs.pop(plugin) == PLUGIN_CLASS
     assert confs == {**REQUIRED_SETTINGS, **DEFAULT_SETTINGS}
 
 
