@@ -22,7 +22,7 @@ driver can reach (HDFS, S3, NFS; a local folder only on one machine). Run it
           --input in/ --output out/ --checkpoint ckpt/
 
 The last line printed is a JSON summary (application id, executors, micro-batches with data,
-operator metrics).
+operator metrics, the session's values of the Spark defaults ``configure_spark`` changes).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import time
 from collections.abc import Sequence
 
 from kstreams_spark import KStream, TimeWindows, configure_spark, operator_metrics
+from kstreams_spark.session import DEFAULT_SETTINGS
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -140,6 +141,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             n: sum(1 for p in q.recentProgress if p["numInputRows"] > 0) for n, q in queries.items()
         },
         "metrics": {n: operator_metrics(q.recentProgress) for n, q in queries.items()},
+        # what the session got for the Spark defaults configure_spark changes (a --conf keeps its own)
+        "settings": {key: spark.conf.get(key) for key in DEFAULT_SETTINGS},
     }
     print(json.dumps(summary), flush=True)
     spark.stop()

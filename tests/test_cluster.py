@@ -31,6 +31,7 @@ import zipfile
 import pytest
 from cluster import SPARK_HOME, StandaloneCluster, cluster_env, tail
 from kstreams_spark import jar_path
+from kstreams_spark.session import CODEGEN_CACHE_MAX_ENTRIES_KEY, DEFAULT_SETTINGS
 from streams import BASE, Rec, _write_file, with_offsets
 
 pytestmark = pytest.mark.cluster
@@ -246,6 +247,7 @@ def test_python_driver_survives_losing_a_worker_and_its_own_process_mid_stream(
 
     assert sink_rows(spark, root) == local_result, f"killed: {killed}"
     assert all(n >= 1 for n in summary["batches_with_data"].values()), summary
+    assert summary["settings"] == DEFAULT_SETTINGS
     first_app = sorted(os.listdir(worker.work_dir))[0]  # the only app the killed worker ran
     ran = executors_that_ran_tasks(standalone, first_app)
     assert len(ran) == 2 and any(d.startswith(worker.name + os.sep) for d in ran), ran
@@ -268,6 +270,8 @@ def test_spark_submit_with_jars(spark, standalone, input_dir, local_result, tmp_
             standalone.url,
             "--jars",
             f"{other_jar},{jar_path()}",
+            "--conf",  # a user's own value of a default configure_spark changes: it must stay
+            f"{CODEGEN_CACHE_MAX_ENTRIES_KEY}=500",
             APP,
             "--min-executors",
             "2",
@@ -276,6 +280,7 @@ def test_spark_submit_with_jars(spark, standalone, input_dir, local_result, tmp_
         os.path.join(root, "driver.log"),
     )
     assert summary["batches_with_data"] == {"dedup": 1, "windowed": 1}
+    assert summary["settings"] == {**DEFAULT_SETTINGS, CODEGEN_CACHE_MAX_ENTRIES_KEY: "500"}
     assert sink_rows(spark, root) == local_result
     assert len(executors_that_ran_tasks(standalone, summary["application_id"])) == 2
     assert len(executors_that_ran_tasks(standalone, summary["application_id"], other_jar)) == 2

@@ -42,7 +42,7 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
     already configured, also those of ``spark-submit --jars``. Under spark-submit the driver's JVM
     is already running, so pass the kstreams jar there too (``--jars``) for the driver to see it.
 
-    Unless the builder already sets them, it also sets
+    Unless the builder (or ``spark-submit --conf``) already sets them, it also sets
     ``spark.sql.streaming.verifyCheckpointDirectoryEmptyOnStart`` to false (with Spark's check on,
     a query killed while writing its first offset-log entry never restarts) and
     ``spark.sql.streaming.multipleWatermarkPolicy`` to ``max`` (the query's watermark follows
@@ -100,7 +100,8 @@ def configure_spark(builder: SparkSession.Builder) -> SparkSession.Builder:
     for key, value in REQUIRED_SETTINGS.items():
         builder = builder.config(key, value)
     for key, value in DEFAULT_SETTINGS.items():
-        if key not in options:
+        # the builder's options go over spark-submit's --conf: a key given there keeps its value
+        if key not in options and _submitted_value(key) is None:
             builder = builder.config(key, value)
     workers_python = _local_workers_python(options)
     if workers_python:
@@ -144,8 +145,9 @@ def _local_workers_python(options: dict) -> str | None:
 
 
 def _submitted_value(key: str) -> str | None:
-    """The value spark-submit gave ``key`` (``--jars`` is ``spark.jars``), so that configure_spark
-    adds to it instead of replacing it; None when Python started without spark-submit."""
+    """The value spark-submit gave ``key`` (``--jars`` is ``spark.jars``, ``--conf``), so that
+    configure_spark adds to it or keeps it instead of replacing it; None when Python started without
+    spark-submit."""
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # set only by spark-submit's PythonRunner
         return None
     return submitted_setting(key)

@@ -382,19 +382,22 @@ object KStream {
     * and room for 1,000 generated classes in Spark's code cache
     * (`spark.sql.codegen.cache.maxEntries`, Spark's default 100), so that a query of several
     * operators does not compile its code again every micro-batch (a static setting: it counts if set
-    * before the JVM first generates code). A later `.config` of any of these keys wins. (Python's
+    * before the JVM first generates code). A later `.config` of any of these keys wins, and so does
+    * the same key given to spark-submit (`--conf`) or as a `-Dspark...` system property. (Python's
     * `configure_spark` also puts the bundled jars, kstreams' and Spark's Kafka connector, on the
     * classpath.)
     *
     * {{{ val spark = KStream.configure(SparkSession.builder().master("local[2]")).getOrCreate() }}}
     */
-  def configure(builder: SparkSession.Builder): SparkSession.Builder =
-    builder
-      .config(SparkSessionChecks.ProviderKey, SparkSessionChecks.RocksDBProvider)
-      .config(SparkSessionChecks.VerifyEmptyCheckpointKey, "false")
-      .config(SparkSessionChecks.WatermarkPolicyKey, "max")
-      .config(SparkSessionChecks.ChangelogCheckpointingKey, "true")
-      .config(SparkSessionChecks.CodegenCacheMaxEntriesKey, SparkSessionChecks.CodegenCacheMaxEntries)
+  def configure(builder: SparkSession.Builder): SparkSession.Builder = {
+    val withStore = builder.config(SparkSessionChecks.ProviderKey, SparkSessionChecks.RocksDBProvider)
+    // spark-submit passes its --conf to the driver's JVM as system properties, which the session's
+    // SparkConf reads under the builder's options: setting a default here would override the user's
+    // --conf, so a key already given there keeps its value.
+    SparkSessionChecks.Defaults.foldLeft(withStore) { case (b, (key, value)) =>
+      if (sys.props.contains(key)) b else b.config(key, value)
+    }
+  }
 
   /** Checks that `id` resolves on `df` and returns its type, with an error that says what is
     * wrong if it does not. */

@@ -4,7 +4,7 @@ import java.nio.file.Files
 
 import scala.jdk.CollectionConverters._
 
-import org.apache.spark.sql.{DataFrame, Encoders}
+import org.apache.spark.sql.{DataFrame, Encoders, SparkSession}
 import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.streaming.{StreamingQuery, StreamingQueryException}
@@ -79,6 +79,27 @@ class CheckpointReuseSpec extends SparkSuite {
         assert(changelogs(checkpoint) == (setting == "true"), setting)
       } finally spark.conf.set(key, "true")
     }
+  }
+
+  test("KStream.configure keeps what spark-submit's --conf gave (a system property), sets the rest") {
+    import internal.plan.SparkSessionChecks._
+    def options(builder: SparkSession.Builder): collection.Map[String, String] =
+      builder.getClass.getMethod("options").invoke(builder).asInstanceOf[collection.Map[String, String]]
+    // spark-submit --conf spark.sql.streaming.multipleWatermarkPolicy=min (its driver's SparkConf reads it)
+    sys.props(WatermarkPolicyKey) = "min"
+    try {
+      val configured = options(KStream.configure(SparkSession.builder()))
+      assert(!configured.contains(WatermarkPolicyKey), configured)
+      assert(new org.apache.spark.SparkConf(true).setAll(configured).get(WatermarkPolicyKey) == "min")
+      assert(
+        configured.toMap == Map(
+          ProviderKey -> RocksDBProvider,
+          VerifyEmptyCheckpointKey -> "false",
+          ChangelogCheckpointingKey -> "true",
+          CodegenCacheMaxEntriesKey -> "1000"
+        ))
+    } finally sys.props -= WatermarkPolicyKey
+    assert(options(KStream.configure(SparkSession.builder()))(WatermarkPolicyKey) == "max")
   }
 
   test("deduplicateByKey, then a windowed distinct: refused, naming both") {

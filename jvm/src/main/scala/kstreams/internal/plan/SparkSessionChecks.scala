@@ -50,6 +50,15 @@ private[kstreams] object SparkSessionChecks {
   val CodegenCacheMaxEntriesKey = "spark.sql.codegen.cache.maxEntries"
   val CodegenCacheMaxEntries = "1000"
 
+  /** The four Spark defaults `KStream.configure` changes (a user's own setting wins), as Python's
+    * `DEFAULT_SETTINGS` does for `configure_spark`. */
+  val Defaults: Seq[(String, String)] = Seq(
+    VerifyEmptyCheckpointKey -> "false",
+    WatermarkPolicyKey -> "max",
+    ChangelogCheckpointingKey -> "true",
+    CodegenCacheMaxEntriesKey -> CodegenCacheMaxEntries
+  )
+
   /** `transformWithState` only runs on the RocksDB state store; say so before Spark fails late.
     * (Every operator passes here with its DataFrame, whose session, if it is streaming, so publishes
     * its queries' counters through Spark's metrics system: [[OperatorMetrics]].) */
