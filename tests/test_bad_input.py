@@ -660,6 +660,20 @@ def test_configure_spark_refuses_a_plain_session_already_running(tmp_path):
     ), out.stderr[-2000:]
 
 
+def test_configure_spark_sets_what_kstream_configure_sets(spark):
+    """Python's settings are written out in Python (configure_spark runs before any JVM exists) and
+    Scala's in SparkSessionChecks: the two lists must stay the same."""
+    from kstreams_spark.session import DEFAULT_SETTINGS, REQUIRED_SETTINGS
+
+    jvm = spark.sparkContext._jvm
+    checks = jvm.kstreams.internal.plan.SparkSessionChecks
+    scala_defaults = {
+        t._1(): t._2() for t in jvm.scala.jdk.javaapi.CollectionConverters.asJava(checks.Defaults())
+    }
+    assert scala_defaults == DEFAULT_SETTINGS
+    assert {checks.ProviderKey(): checks.RocksDBProvider()} == REQUIRED_SETTINGS
+
+
 @pytest.mark.parametrize(
     "topic, message",
     [

@@ -50,8 +50,9 @@ private[kstreams] object SparkSessionChecks {
   val CodegenCacheMaxEntriesKey = "spark.sql.codegen.cache.maxEntries"
   val CodegenCacheMaxEntries = "1000"
 
-  /** The four Spark defaults `KStream.configure` changes (a user's own setting wins), as Python's
-    * `DEFAULT_SETTINGS` does for `configure_spark`. */
+  /** The four Spark defaults `KStream.configure` changes (a user's own setting wins). Python's
+    * `configure_spark` runs before any JVM exists, so `kstreams_spark.session.DEFAULT_SETTINGS`
+    * writes them out again; `tests/test_bad_input.py` checks that the two agree. */
   val Defaults: Seq[(String, String)] = Seq(
     VerifyEmptyCheckpointKey -> "false",
     WatermarkPolicyKey -> "max",
