@@ -6,7 +6,8 @@ import java.time.Duration
 import org.apache.spark.sql.DataFrame
 
 import org.apache.spark.sql.Encoders
-import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
+import org.apache.spark.sql.execution.SortExec
+import org.apache.spark.sql.execution.streaming.runtime.{MemoryStream, StreamingQueryWrapper}
 import org.apache.spark.sql.functions.{col, hash, lit, pmod}
 import org.apache.spark.sql.kstreams.{GroupPlacement, RowBytes}
 
@@ -325,6 +326,39 @@ class DeduplicateSpec extends SparkSuite {
         intercept[Exception](query.processAllAvailable())
       } finally query.stop()
     assert(rootMessages(e).exists(_.contains(GlobalDedupProcessor.OneGroupCheckpoint)), rootMessages(e))
+  }
+
+  test("a partition's records are sorted once, in offset order also past 2^32 and near Long.MaxValue") {
+    // The sort before the processor leads with a prefix that packs the group and the offset
+    // clamped to [0, 2^32) (ArrivalOrderStrategy.withPrefix): offsets at and past the clamp tie
+    // in it and must still come out in offset order, which the processor checks (a record out of
+    // order fails the query). Listed out of order, one partition, one key, one timestamp: the
+    // record with the lowest offset is the one KIP-655 forwards.
+    val twoTo32 = 1L << 32
+    val offsets =
+      Seq(twoTo32 + 1, twoTo32 - 1, Long.MaxValue - 1, twoTo32, twoTo32 - 2, Long.MaxValue - 2, twoTo32 + 2, 7L)
+    // three more partitions, so that a state task holds more than one group: the group is the
+    // prefix's high half
+    val others = (1 to 3).map(p => at("b", 100, partition = p, offset = twoTo32 - p, value = s"p$p"))
+    val events = offsets.map(o => at("a", 100, offset = o, value = s"o$o")) ++ others
+    def values(rows: Seq[org.apache.spark.sql.Row]) = rows.map(_.getAs[String]("value")).sorted
+    assert(values(byKey("10 seconds")(batch(events)).collect().toSeq) == Seq("o7", "p1", "p2", "p3"))
+
+    val input = MemoryStream[Event](Encoders.product[Event], spark)
+    val query = byKey("10 seconds")(input.toDF()).writeStream
+      .format("memory")
+      .queryName("sorted_once")
+      .option("checkpointLocation", Files.createTempDirectory("kstreams-checkpoint").toString)
+      .start()
+    try {
+      input.addData(Event.numbered(events))
+      query.processAllAvailable()
+      assert(values(spark.table("sorted_once").collect().toSeq) == Seq("o7", "p1", "p2", "p3"))
+      // the prefix is declared to order rows as the group does, so the stateful operator's
+      // required order is met and Spark plans no second sort
+      val plan = query.asInstanceOf[StreamingQueryWrapper].streamingQuery.lastExecution.executedPlan
+      assert(plan.collect { case s: SortExec => s }.size == 1, plan)
+    } finally query.stop()
   }
 
   test("per-partition stream time: a far-ahead partition does not make another's records late") {
