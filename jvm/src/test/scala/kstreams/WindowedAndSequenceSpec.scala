@@ -63,6 +63,30 @@ class WindowedAndSequenceSpec extends SparkSuite {
     assert(none.getMessage.contains("this table has no side output"))
   }
 
+  test("windowed distinct: a partition's records listed out of offset order, also past 2^32, in offset order") {
+    // One micro-batch, one partition (plus three partitions of one record each, so that a state
+    // task holds more than one group): the sort before the processor (PartitionInput, led by a
+    // prefix that packs the group and the offset clamped to 32 bits) puts them in offset order,
+    // which decides the output, and the processor checks it. By offset: 7@4s forwarded, @5s same
+    // window, 2^32-1@23s forwarded, 2^32@22s same window, 2^32+1@34s forwarded, @33s same window,
+    // @7s in a window closed by stream time 34.
+    val twoTo32 = 1L << 32
+    val listed = Seq(
+      (twoTo32, 22.0),
+      (Long.MaxValue - 1, 7.0),
+      (twoTo32 + 1, 34.0),
+      (7L, 4.0),
+      (Long.MaxValue - 2, 33.0),
+      (twoTo32 - 1, 23.0),
+      (twoTo32 - 2, 5.0))
+    val others = (1 to 3).map(p => at("b", 4, partition = p, offset = twoTo32 - p, value = s"p$p"))
+    val events = listed.map { case (o, sec) => at("k", sec, offset = o, value = s"o$o") } ++ others
+    val expected = Seq("o7", s"o${twoTo32 - 1}", s"o${twoTo32 + 1}", "p1", "p2", "p3")
+    val op = (df: DataFrame) => KStream(df).groupByKey.windowedBy(TimeWindows.ofSizeWithNoGrace("10 s")).distinct().df
+    assert(op(batch(events)).collect().map(_.getAs[String]("value")).sorted.toSeq == expected.sorted)
+    assert(stream(Seq(events), op) == expected)
+  }
+
   test("sequence dedup: 1..7, 4..7 again, 8..11 -> 1..11 once each, per partition") {
     val seqs = (1 to 7) ++ (4 to 7) ++ (8 to 11)
     val perPartition = (0 until 2).flatMap(p =>

@@ -15,10 +15,13 @@ import kstreams.internal.plan.HelperColumns.quote
   * and inside one micro-batch by `offset` (or by timestamp when there is no offset column).
   * (Processors that never look at the user's columns read [[CompactInput]] instead.)
   *
-  * The rows are hash-partitioned on the processor's grouping column and sorted by (group,
-  * partition, offset) *before* `transformWithState`. That is exactly the distribution and a
-  * refinement of the ordering the operator requires, so Spark adds no shuffle or sort of its own and
-  * each group's iterator arrives in offset order. The processor checks the order as it reads
+  * The rows are hash-partitioned on the processor's grouping column and sorted by (group, offset)
+  * *before* `transformWithState`. A group is one input partition (its number, or its key where
+  * groups are placed round-robin), so that is (partition, offset), and it is exactly the
+  * distribution and a refinement of the ordering the operator requires: Spark adds no shuffle or
+  * sort of its own and each group's iterator arrives in offset order. (The partition is not a sort
+  * column of its own: it would come between the group and the offset, and the sort's prefix
+  * packs the group with the column after it, `ArrivalOrderStrategy.withPrefix`.) The processor checks the order as it reads
   * ([[kstreams.internal.state.OrderCheck]]) and fails loudly if a future planner ever broke it.
   *
   * The timestamp column is re-derived without its watermark metadata: `transformWithState` in
@@ -86,7 +89,7 @@ private[kstreams] object PartitionInput {
   def arranged(df: DataFrame, columns: ResolvedColumns): DataFrame =
     arrange(df, columns, Nil, None, roundRobin = false, byTrigger = false)
 
-  /** The prepared rows: in a micro-batch sorted by (partition, order) after the shuffle; with
+  /** The prepared rows: in a micro-batch sorted by (group, order) after the shuffle; with
     * `byTrigger`, in a real-time query only shuffled (the pipelined shuffle keeps each partition's
     * order, [[CompactInput.prepare]]), each record then reaching the processor in a call of its own.
     * (Python's `transformWithState`, which reads [[arranged]], does not run in real-time mode.) */
@@ -109,10 +112,10 @@ private[kstreams] object PartitionInput {
       input.order.as(Order),
       input.timestampMicros.as(TimestampMicros))
     def rows(in: DataFrame) = in.select(userSelected ++ helpers ++ extra.map { case (name, c) => c.as(name) }: _*)
-    if (!byTrigger) ArrivalOrderSort.partitionAndSort(rows(input.df), Group, Seq(Partition, Order), roundRobin)
+    if (!byTrigger) ArrivalOrderSort.partitionAndSort(rows(input.df), Group, Seq(Order), roundRobin)
     else
       ArrivalOrderSort.byTrigger(input.df)(
-        in => ArrivalOrderSort.partitionAndSort(rows(in), Group, Seq(Partition, Order), roundRobin),
+        in => ArrivalOrderSort.partitionAndSort(rows(in), Group, Seq(Order), roundRobin),
         in => ArrivalOrderSort.partitionAndSort(rows(in), Group, Nil, roundRobin)
       )
   }
