@@ -3,25 +3,32 @@ package org.apache.spark.sql.kstreams
 import scala.annotation.tailrec
 
 import org.apache.spark.sql.{DataFrame, Row}
+import org.apache.spark.{SparkEnv, TaskContext}
+import org.apache.spark.rdd.RDD
+import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.{
   Alias,
   Ascending,
   Attribute,
-  BitwiseOr,
-  Cast,
-  Coalesce,
-  Expression,
-  Greatest,
-  Least,
-  Literal,
+  BindReferences,
   NamedExpression,
-  ShiftLeft,
-  SortOrder
+  RowOrdering,
+  SortOrder,
+  UnsafeRow
 }
 import org.apache.spark.sql.catalyst.plans.logical.{Filter, LeafNode, LogicalPlan, Project, UnaryNode}
-import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning
+import org.apache.spark.sql.catalyst.plans.physical.{HashPartitioning, Partitioning}
 import org.apache.spark.sql.classic
-import org.apache.spark.sql.execution.{ProjectExec, SortExec, SparkPlan, SparkStrategy}
+import org.apache.spark.sql.execution.{
+  ProjectExec,
+  SortExec,
+  SparkPlan,
+  SparkStrategy,
+  UnaryExecNode,
+  UnsafeExternalRowSorter
+}
+import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
+import org.apache.spark.util.collection.unsafe.sort.PrefixComparators
 import org.apache.spark.sql.execution.exchange.{REQUIRED_BY_STATEFUL_OPERATOR, ShuffleExchangeExec}
 import org.apache.spark.sql.internal.SQLConf
 import org.apache.spark.sql.types.{ByteType, DataType, IntegerType, LongType, ShortType}
@@ -142,36 +149,21 @@ object ArrivalOrderStrategy extends SparkStrategy {
         }
       val partitioning = HashPartitioning(groupBy, statePartitions())
       val shuffle = ShuffleExchangeExec(partitioning, input, REQUIRED_BY_STATEFUL_OPERATOR)
-      (if (order.isEmpty) shuffle else SortExec(withPrefix(order), global = false, shuffle)) :: Nil
+      (if (order.isEmpty) shuffle else sorted(order, shuffle)) :: Nil
     case _ => Nil
   }
 
-  /** `order` (the group, then the columns that order a group's records) led by one long that
-    * orders rows as the group and the first of those columns do: the group in its high 32 bits,
-    * the column clamped to [0, 2^32) in its low ones.
-    *
-    * Why: `SortExec` compares rows by a 64-bit prefix computed from its first sort expression
-    * alone, and by the whole rows (in the sorter's pages, a cache miss each) only where two
-    * prefixes tie. With the group first, nearly every comparison ties (a task holds a few groups),
-    * so a micro-batch's sort compared whole rows for each of its n log n steps. The packed prefix
-    * decides every comparison of two records of one group whose offsets differ and lie below
-    * 2^32; elsewhere (larger offsets, negative or null ones) it ties and the columns after it
-    * decide, as before, so the order is exactly `order`'s: a row's prefix is monotone in (group,
-    * column). The prefix is declared to order rows as the group does (`sameOrderExpressions`),
-    * which it does, so the stateful operator's required order by group is met by this one sort
-    * (Spark adds no second one). A `deduplicate_by_key` of 1M rows over 8 partitions, 2 state
-    * partitions, warm: the sort took 430 ms (its two tasks together) before, 108 with the prefix
-    * (benchmarks/RESULTS.md, "Targets"). */
-  private def withPrefix(order: Seq[SortOrder]): Seq[SortOrder] = order match {
-    case group +: first +: _ if Integral.int(group.child.dataType) && Integral.long(first.child.dataType) =>
-      val low = Greatest(
-        Seq(Least(Seq(Coalesce(Seq(asLong(first.child), Literal(Long.MinValue))), Literal(0xffffffffL))), Literal(0L)))
-      val prefix = BitwiseOr(ShiftLeft(asLong(group.child), Literal(32)), low)
-      SortOrder(prefix, Ascending, Ascending.defaultNullOrdering, Seq(group.child)) +: order
-    case _ => order
+  /** `child` sorted by `order` (the group, then the columns that order a group's records):
+    * [[ArrivalSortExec]] where the group is an int and the next column an integral one, both
+    * ascending with nulls first (as [[ArrivalOrderSort.partitionAndSort]] orders them), else
+    * Spark's `SortExec`. */
+  private def sorted(order: Seq[SortOrder], child: SparkPlan): SparkPlan = order match {
+    case group +: first +: _
+        if Integral.int(group.child.dataType) && Integral.long(first.child.dataType) &&
+          Seq(group, first).forall(o => o.direction == Ascending && o.nullOrdering == Ascending.defaultNullOrdering) =>
+      ArrivalSortExec(order, child)
+    case _ => SortExec(order, global = false, child)
   }
-
-  private def asLong(e: Expression): Expression = if (e.dataType == LongType) e else Cast(e, LongType)
 
   private object Integral {
 
@@ -247,4 +239,78 @@ object ArrivalOrderSort {
     )
     classic.Dataset.ofRows(session, ByTrigger(mb.queryExecution.analyzed, rt.queryExecution.analyzed))
   }
+}
+
+/** A task's rows sorted by `order` (an int group, then an integral column, then any others), as
+  * Spark's `SortExec` sorts them, with a prefix that decides most comparisons.
+  *
+  * Why not `SortExec`: it compares rows by a 64-bit prefix computed from its first sort column
+  * alone, and by the whole rows (in the sorter's pages, a cache miss each) only where two prefixes
+  * tie. With the group first, nearly every comparison ties (a task holds a few groups), so a
+  * micro-batch's sort compared whole rows for each of its n log n steps. Here the prefix packs the
+  * group into its high 32 bits and the next column, clamped to [0, 2^32), into its low ones: it
+  * decides every comparison of two records of one group whose offsets differ and lie below 2^32.
+  * Elsewhere (a partition past 2^32 records, an event time as the order, a null) it ties and the
+  * rows are compared by `order`, as `SortExec` compares them. The prefix is monotone in (group,
+  * column), so the order is exactly `order`'s, and `order` is what this operator declares.
+  * (Leading `SortExec`'s order with the packed prefix as a column or an expression did as well
+  * where the prefix decides, but added a sort key that every tied comparison read too: 18-25% more
+  * sort time with offsets past 2^32, benchmarks/RESULTS.md, "Targets".) A `deduplicate_by_key` of
+  * 1M rows over 8 partitions, 2 state partitions, warm: `SortExec` took 430 ms (its two tasks
+  * together), this sort about 100. */
+case class ArrivalSortExec(order: Seq[SortOrder], child: SparkPlan) extends UnaryExecNode {
+  require(order.size >= 2, "the group and at least one column, ascending with nulls first")
+
+  override def output: Seq[Attribute] = child.output
+  override def outputOrdering: Seq[SortOrder] = order
+  override def outputPartitioning: Partitioning = child.outputPartitioning
+
+  override lazy val metrics: Map[String, SQLMetric] = Map(
+    "sortTime" -> SQLMetrics.createTimingMetric(sparkContext, "sort time"),
+    "peakMemory" -> SQLMetrics.createSizeMetric(sparkContext, "peak memory"),
+    "spillSize" -> SQLMetrics.createSizeMetric(sparkContext, "spill size")
+  )
+
+  override protected def doExecute(): RDD[InternalRow] = {
+    val (sortTime, peakMemory, spillSize) = (longMetric("sortTime"), longMetric("peakMemory"), longMetric("spillSize"))
+    val (schema, attributes, sortOrder) = (child.schema, child.output, order)
+    val pageSizeBytes = SparkEnv.get.memoryManager.pageSizeBytes
+    child.execute().mapPartitionsInternal { rows =>
+      // built in the task, as SortExec builds its sorter: a generated ordering is not serializable
+      val group = BindReferences.bindReference(sortOrder.head.child, attributes)
+      val column = BindReferences.bindReference(sortOrder(1).child, attributes)
+      val prefixes = new UnsafeExternalRowSorter.PrefixComputer {
+        private val prefix = new UnsafeExternalRowSorter.PrefixComputer.Prefix
+        override def computePrefix(row: InternalRow): UnsafeExternalRowSorter.PrefixComputer.Prefix = {
+          val g = group.eval(row)
+          if (g == null) prefix.value = Long.MinValue // nulls first, as the group's order puts them
+          else {
+            val c = column.eval(row)
+            val low = c match {
+              case null => 0L // nulls first
+              case n: java.lang.Number => math.min(math.max(n.longValue, 0L), 0xffffffffL)
+              case other => throw new IllegalStateException(s"kstreams internal error: a sort column of $other")
+            }
+            prefix.value = (g.asInstanceOf[Number].longValue << 32) | low
+          }
+          prefix.isNull = false
+          prefix
+        }
+      }
+      val sorter = UnsafeExternalRowSorter.create(
+        schema,
+        RowOrdering.create(sortOrder, attributes),
+        PrefixComparators.LONG,
+        prefixes,
+        pageSizeBytes,
+        false)
+      val taskMetrics = TaskContext.get().taskMetrics()
+      val spilledBefore = taskMetrics.memoryBytesSpilled
+      val sortedRows = sorter.sort(rows.asInstanceOf[Iterator[UnsafeRow]])
+      SortExec.recordSortMetrics(sorter, taskMetrics, spilledBefore, sortTime, peakMemory, spillSize)
+      sortedRows
+    }
+  }
+
+  override protected def withNewChildInternal(newChild: SparkPlan): ArrivalSortExec = copy(child = newChild)
 }
