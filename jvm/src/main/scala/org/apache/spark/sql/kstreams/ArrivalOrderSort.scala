@@ -38,7 +38,7 @@ import org.apache.spark.sql.types.{ByteType, DataType, IntegerType, LongType, Sh
   *
   * Spark refuses `sortWithinPartitions` on streaming DataFrames, because a sort there usually means
   * a global order Spark cannot give. We need only the per-task order of one micro-batch (records of
-  * a Kafka partition in offset order), which a shuffle followed by a local `SortExec` gives. The
+  * a Kafka partition in offset order), which a shuffle followed by a local sort gives. The
   * shuffle is planned here, not left to `EnsureRequirements`, so that it sits *below* the sort and
   * is exactly the partitioning a stateful operator grouped on `groupBy` requires (Spark then adds
   * no shuffle or sort of its own), even when the optimizer folds a constant grouping column.
@@ -154,11 +154,13 @@ object ArrivalOrderStrategy extends SparkStrategy {
   }
 
   /** `child` sorted by `order` (the group, then the columns that order a group's records):
-    * [[ArrivalSortExec]] where the group is an int and the next column an integral one, both
-    * ascending with nulls first (as [[ArrivalOrderSort.partitionAndSort]] orders them), else
-    * Spark's `SortExec`. */
+    * [[ArrivalSortExec]] where `order` is an int group and one integral column (an offset or an
+    * event time), both ascending with nulls first (as [[ArrivalOrderSort.partitionAndSort]]
+    * orders them), else Spark's `SortExec`. (The orders of three columns, `TaskClocks`'s and
+    * global `deduplicate`'s, have a side or a partition second, which would leave the packed
+    * prefix tied within a partition: nothing gained there.) */
   private def sorted(order: Seq[SortOrder], child: SparkPlan): SparkPlan = order match {
-    case group +: first +: _
+    case Seq(group, first)
         if Integral.int(group.child.dataType) && Integral.long(first.child.dataType) &&
           Seq(group, first).forall(o => o.direction == Ascending && o.nullOrdering == Ascending.defaultNullOrdering) =>
       ArrivalSortExec(order, child)
@@ -241,8 +243,8 @@ object ArrivalOrderSort {
   }
 }
 
-/** A task's rows sorted by `order` (an int group, then an integral column, then any others), as
-  * Spark's `SortExec` sorts them, with a prefix that decides most comparisons.
+/** A task's rows sorted by `order` (an int group, then an integral column), as Spark's
+  * `SortExec` sorts them, with a prefix that decides most comparisons.
   *
   * Why not `SortExec`: it compares rows by a 64-bit prefix computed from its first sort column
   * alone, and by the whole rows (in the sorter's pages, a cache miss each) only where two prefixes
@@ -259,7 +261,7 @@ object ArrivalOrderSort {
   * 1M rows over 8 partitions, 2 state partitions, warm: `SortExec` took 430 ms (its two tasks
   * together), this sort about 100. */
 case class ArrivalSortExec(order: Seq[SortOrder], child: SparkPlan) extends UnaryExecNode {
-  require(order.size >= 2, "the group and at least one column, ascending with nulls first")
+  require(order.size == 2, "the group and one column, ascending with nulls first")
 
   override def output: Seq[Attribute] = child.output
   override def outputOrdering: Seq[SortOrder] = order
@@ -274,9 +276,10 @@ case class ArrivalSortExec(order: Seq[SortOrder], child: SparkPlan) extends Unar
   override protected def doExecute(): RDD[InternalRow] = {
     val (sortTime, peakMemory, spillSize) = (longMetric("sortTime"), longMetric("peakMemory"), longMetric("spillSize"))
     val (schema, attributes, sortOrder) = (child.schema, child.output, order)
-    val pageSizeBytes = SparkEnv.get.memoryManager.pageSizeBytes
     child.execute().mapPartitionsInternal { rows =>
-      // built in the task, as SortExec builds its sorter: a generated ordering is not serializable
+      // built in the task, as SortExec builds its sorter: a generated ordering is not serializable,
+      // and the page size is the executor's
+      val pageSizeBytes = SparkEnv.get.memoryManager.pageSizeBytes
       val group = BindReferences.bindReference(sortOrder.head.child, attributes)
       val column = BindReferences.bindReference(sortOrder(1).child, attributes)
       val prefixes = new UnsafeExternalRowSorter.PrefixComputer {
