@@ -329,9 +329,9 @@ class DeduplicateSpec extends SparkSuite {
   }
 
   test("a partition's records are sorted once, in offset order also past 2^32 and near Long.MaxValue") {
-    // The sort before the processor leads with a prefix that packs the group and the offset
-    // clamped to [0, 2^32) (ArrivalSortExec): offsets at and past the clamp tie
-    // in it and must still come out in offset order, which the processor checks (a record out of
+    // The sort before the processor has a prefix that packs the group and the offset clamped to
+    // [0, 2^32) (ArrivalSortExec): offsets at and past the clamp tie in it and must still come
+    // out in offset order, which the processor checks (a record out of
     // order fails the query). Listed out of order, one partition, one key, one timestamp: the
     // record with the lowest offset is the one KIP-655 forwards.
     val twoTo32 = 1L << 32

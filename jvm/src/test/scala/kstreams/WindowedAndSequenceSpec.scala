@@ -65,9 +65,9 @@ class WindowedAndSequenceSpec extends SparkSuite {
 
   test("windowed distinct: a partition's records listed out of offset order, also past 2^32, in offset order") {
     // One micro-batch, one partition (plus three partitions of one record each, so that a state
-    // task holds more than one group): the sort before the processor (PartitionInput, led by a
-    // prefix that packs the group and the offset clamped to 32 bits, ArrivalSortExec) puts them in offset order,
-    // which decides the output, and the processor checks it. By offset: 7@4s forwarded, @5s same
+    // task holds more than one group): the sort before the processor (PartitionInput; its prefix
+    // packs the group and the offset clamped to 32 bits, ArrivalSortExec) puts them in offset
+    // order, which decides the output, and the processor checks it. By offset: 7@4s forwarded, @5s same
     // window, 2^32-1@23s forwarded, 2^32@22s same window, 2^32+1@34s forwarded, @33s same window,
     // @7s in a window closed by stream time 34.
     val twoTo32 = 1L << 32

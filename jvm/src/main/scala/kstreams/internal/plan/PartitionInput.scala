@@ -21,8 +21,9 @@ import kstreams.internal.plan.HelperColumns.quote
   * distribution and a refinement of the ordering the operator requires: Spark adds no shuffle or
   * sort of its own and each group's iterator arrives in offset order. (The partition is not a sort
   * column of its own: it would come between the group and the offset, and the sort's prefix
-  * packs the group with the column after it, `ArrivalSortExec`.) The processor checks the order as it reads
-  * ([[kstreams.internal.state.OrderCheck]]) and fails loudly if a future planner ever broke it.
+  * packs the group with the column after it, `ArrivalSortExec`.) The processor checks the order
+  * as it reads ([[kstreams.internal.state.OrderCheck]]) and fails loudly if a future planner ever
+  * broke it.
   *
   * The timestamp column is re-derived without its watermark metadata: `transformWithState` in
   * event-time mode would otherwise drop records older than the watermark before the processor saw

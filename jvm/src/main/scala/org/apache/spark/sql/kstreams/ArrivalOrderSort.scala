@@ -10,8 +10,8 @@ import org.apache.spark.sql.catalyst.expressions.{
   Alias,
   Ascending,
   Attribute,
-  BindReferences,
   NamedExpression,
+  NullsFirst,
   RowOrdering,
   SortOrder,
   UnsafeRow
@@ -31,7 +31,7 @@ import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
 import org.apache.spark.util.collection.unsafe.sort.PrefixComparators
 import org.apache.spark.sql.execution.exchange.{REQUIRED_BY_STATEFUL_OPERATOR, ShuffleExchangeExec}
 import org.apache.spark.sql.internal.SQLConf
-import org.apache.spark.sql.types.{ByteType, DataType, IntegerType, LongType, ShortType}
+import org.apache.spark.sql.types.{IntegerType, LongType}
 
 /** Hash-partitions rows on `groupBy` and sorts each partition by `order`; allowed on streaming
   * plans.
@@ -154,26 +154,18 @@ object ArrivalOrderStrategy extends SparkStrategy {
   }
 
   /** `child` sorted by `order` (the group, then the columns that order a group's records):
-    * [[ArrivalSortExec]] where `order` is an int group and one integral column (an offset or an
-    * event time), both ascending with nulls first (as [[ArrivalOrderSort.partitionAndSort]]
+    * [[ArrivalSortExec]] where `order` is an int group and one int or long column (an offset or
+    * an event time), both ascending with nulls first (as [[ArrivalOrderSort.partitionAndSort]]
     * orders them), else Spark's `SortExec`. (The orders of three columns, `TaskClocks`'s and
     * global `deduplicate`'s, have a side or a partition second, which would leave the packed
     * prefix tied within a partition: nothing gained there.) */
   private def sorted(order: Seq[SortOrder], child: SparkPlan): SparkPlan = order match {
-    case Seq(group, first)
-        if Integral.int(group.child.dataType) && Integral.long(first.child.dataType) &&
-          Seq(group, first).forall(o => o.direction == Ascending && o.nullOrdering == Ascending.defaultNullOrdering) =>
+    case Seq(
+          SortOrder(group: Attribute, Ascending, NullsFirst, _),
+          SortOrder(first: Attribute, Ascending, NullsFirst, _))
+        if group.dataType == IntegerType && (first.dataType == IntegerType || first.dataType == LongType) =>
       ArrivalSortExec(order, child)
     case _ => SortExec(order, global = false, child)
-  }
-
-  private object Integral {
-
-    /** Fits the prefix's high 32 bits: a group number or key. */
-    def int(t: DataType): Boolean = t == ByteType || t == ShortType || t == IntegerType
-
-    /** Clamped into the low 32 bits: a partition, an offset, an event time. */
-    def long(t: DataType): Boolean = int(t) || t == LongType
   }
 
   /** Whether `plan` is a scan, with only Projects and Filters above it. */
@@ -276,27 +268,24 @@ case class ArrivalSortExec(order: Seq[SortOrder], child: SparkPlan) extends Unar
   override protected def doExecute(): RDD[InternalRow] = {
     val (sortTime, peakMemory, spillSize) = (longMetric("sortTime"), longMetric("peakMemory"), longMetric("spillSize"))
     val (schema, attributes, sortOrder) = (child.schema, child.output, order)
+    // the two sort columns are attributes of the child ([[ArrivalOrderStrategy]]): read by position
+    val Seq(group, column) = order.map(o => attributes.indexWhere(_.exprId == o.child.asInstanceOf[Attribute].exprId))
+    val columnIsLong = order(1).dataType == LongType
     child.execute().mapPartitionsInternal { rows =>
       // built in the task, as SortExec builds its sorter: a generated ordering is not serializable,
       // and the page size is the executor's
       val pageSizeBytes = SparkEnv.get.memoryManager.pageSizeBytes
-      val group = BindReferences.bindReference(sortOrder.head.child, attributes)
-      val column = BindReferences.bindReference(sortOrder(1).child, attributes)
       val prefixes = new UnsafeExternalRowSorter.PrefixComputer {
         private val prefix = new UnsafeExternalRowSorter.PrefixComputer.Prefix
         override def computePrefix(row: InternalRow): UnsafeExternalRowSorter.PrefixComputer.Prefix = {
-          val g = group.eval(row)
-          if (g == null) prefix.value = Long.MinValue // nulls first, as the group's order puts them
-          else {
-            val c = column.eval(row)
-            val low = c match {
-              case null => 0L // nulls first
-              case n: java.lang.Number => math.min(math.max(n.longValue, 0L), 0xffffffffL)
-              case other => throw new IllegalStateException(s"kstreams internal error: a sort column of $other")
+          prefix.value =
+            if (row.isNullAt(group)) Long.MinValue // nulls first, as the group's order puts them
+            else {
+              val low =
+                if (row.isNullAt(column)) 0L // nulls first
+                else math.min(math.max(if (columnIsLong) row.getLong(column) else row.getInt(column), 0L), 0xffffffffL)
+              (row.getInt(group).toLong << 32) | low
             }
-            prefix.value = (g.asInstanceOf[Number].longValue << 32) | low
-          }
-          prefix.isNull = false
           prefix
         }
       }
