@@ -20,15 +20,20 @@ SCALA_TEST_CLASSES = os.path.join(
 # three records uses 13.5 CPU-seconds instead of 23 (12 s instead of 15 s), test_cli.py 97 instead
 # of 148. tests/conftest.py sets these for every process a test starts (through SPARK_SUBMIT_OPTS,
 # which spark-submit passes to its JVM). The JVM of the pytest process itself runs the whole suite's
-# queries and keeps the JVM's defaults (with C1 only it was 15% slower); so do the Scala suite's and
-# every JVM a user starts. Neither option changes what a query computes.
+# queries for minutes: it keeps C2 (with C1 only, four test modules took 354 s and 476 CPU-seconds
+# instead of 254-278 s and 399-435) and takes the serial collector alone (LONG_LIVED_JVM_OPTIONS:
+# 241 s and 363-367 CPU-seconds). In `make test` both cores are busy to the end, so the CPU a JVM
+# does not use goes to the other lane. The Scala suite's JVM runs with the serial collector too
+# (build.sbt); every JVM a user starts keeps the JVM's defaults. No option changes what a query
+# computes.
 SHORT_LIVED_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+LONG_LIVED_JVM_OPTIONS = "-XX:+UseSerialGC"
 
 
 def local_spark(app_name: str, *, long_lived: bool = False, **conf: str) -> SparkSession:
     """The session (created, or the running one), with ``conf`` on top of the shared settings.
-    ``long_lived``: the session of the pytest process, whose JVM is started without
-    SHORT_LIVED_JVM_OPTIONS."""
+    ``long_lived``: the session of the pytest process, whose JVM is started with
+    LONG_LIVED_JVM_OPTIONS instead of SHORT_LIVED_JVM_OPTIONS."""
     # The sbt test classes hold the Scala processor of the crash harness (tests/crash.py); on the
     # driver's classpath before configure_spark adds the kstreams jar next to them.
     builder = SparkSession.builder.master("local[2]").config(
@@ -45,7 +50,8 @@ def local_spark(app_name: str, *, long_lived: bool = False, **conf: str) -> Spar
         builder = builder.config(key, value)
     jvm_options = os.environ.get("SPARK_SUBMIT_OPTS")
     if long_lived and jvm_options == SHORT_LIVED_JVM_OPTIONS:
-        del os.environ["SPARK_SUBMIT_OPTS"]  # pyspark starts the JVM with this process's environment
+        # pyspark starts the JVM with this process's environment
+        os.environ["SPARK_SUBMIT_OPTS"] = LONG_LIVED_JVM_OPTIONS
     try:
         session = builder.getOrCreate()
     finally:
