@@ -331,13 +331,15 @@ WORKER_START_TIMEOUT = "Python worker failed to connect back"
 RESTARTS_PER_QUERY = 2
 
 
-def start_queries(spark: SparkSession, setup: dict, marker: str | None) -> dict:
+def start_queries(spark: SparkSession, setup: dict, marker: str | None, names: tuple = QUERY_NAMES) -> dict:
     """The harness's queries, by name: ``file`` (the JSON files of ``setup["files"]`` into
     Parquet, through the operators ``setup["file_operators"]``), ``kafka`` (``setup["topic"]``
     into Parquet, through ``setup["kafka_operators"]``), ``kafka_sink`` (the topic, through
     KAFKA_SINK_OPERATORS, into the topic ``setup["kafka_out"]``, at-least-once; into Parquet when
-    that is not set) and ``kafka_eos`` (the same, exactly once into ``setup["kafka_eos_out"]``). Outputs and checkpoints go under ``setup["root"]``; all run ``availableNow``."""
-    return {name: start_query(spark, setup, marker, name) for name in QUERY_NAMES}
+    that is not set) and ``kafka_eos`` (the same, exactly once into ``setup["kafka_eos_out"]``), or
+    those of them in ``names``. Outputs and checkpoints go under ``setup["root"]``; all run
+    ``availableNow``."""
+    return {name: start_query(spark, setup, marker, name) for name in names}
 
 
 def start_query(spark: SparkSession, setup: dict, marker: str | None, name: str) -> StreamingQuery:
@@ -364,10 +366,10 @@ def start_query(spark: SparkSession, setup: dict, marker: str | None, name: str)
 
 
 def await_queries(spark: SparkSession, setup: dict, marker: str | None, queries: dict) -> None:
-    """Waits until every query of start_queries is done; restarts one that failed only because
+    """Waits until every query of start_queries (``queries``, by name) is done; restarts one that failed only because
     Spark timed out a Python worker's start (WORKER_START_TIMEOUT), at most RESTARTS_PER_QUERY
     times, and says so on stdout. Any other failure is raised."""
-    for name in QUERY_NAMES:
+    for name in list(queries):
         for restart in range(RESTARTS_PER_QUERY + 1):
             try:
                 queries[name].awaitTermination()
