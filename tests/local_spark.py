@@ -22,7 +22,8 @@ SCALA_TEST_CLASSES = os.path.join(
 # which spark-submit passes to its JVM). The JVM of the pytest process itself runs the whole suite's
 # queries for minutes: it keeps C2 (with C1 only, four test modules took 354 s and 476 CPU-seconds
 # instead of 254-278 s and 399-435) and takes the serial collector alone (LONG_LIVED_JVM_OPTIONS:
-# 241 s and 363-367 CPU-seconds). In `make test` both cores are busy to the end, so the CPU a JVM
+# 241 s and 363-367 CPU-seconds; all of lane 1's pytest files, 526 s and 764 CPU-seconds against 601
+# and 935 with G1). In `make test` both cores are busy to the end, so the CPU a JVM
 # does not use goes to the other lane. The Scala suite's JVM runs with the serial collector too
 # (build.sbt); every JVM a user starts keeps the JVM's defaults. No option changes what a query
 # computes.
