@@ -366,9 +366,9 @@ def start_query(spark: SparkSession, setup: dict, marker: str | None, name: str)
 
 
 def await_queries(spark: SparkSession, setup: dict, marker: str | None, queries: dict) -> None:
-    """Waits until every query of start_queries (``queries``, by name) is done; restarts one that failed only because
-    Spark timed out a Python worker's start (WORKER_START_TIMEOUT), at most RESTARTS_PER_QUERY
-    times, and says so on stdout. Any other failure is raised."""
+    """Waits until every query of start_queries (``queries``, by name) is done; restarts one that
+    failed only because Spark timed out a Python worker's start (WORKER_START_TIMEOUT), at most
+    RESTARTS_PER_QUERY times, and says so on stdout. Any other failure is raised."""
     for name in list(queries):
         for restart in range(RESTARTS_PER_QUERY + 1):
             try:
