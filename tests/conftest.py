@@ -27,6 +27,13 @@ def spark():
     through java.nio (``kstreams.NioLocalFileSystem`` from the Scala test classes), not a ``chmod``
     process each (10-13% of a test module's time). The operators and the checkpoint's contents are
     the same; the crash tests (crash_job.py, test_cluster.py) keep Spark's default, as users run it.
+
+    Its queries run on Spark's interpreted evaluation, not generated code (``TestSpeed.interpreted``
+    in the Scala suite says why and which suites keep generated code): four modules (test_dsl,
+    test_late_records, test_bad_input, test_state) took 333-344 CPU-seconds instead of 379-409.
+    Every process a test starts (the crash job, the CLI, the cluster, the Connect server) runs
+    generated code, as users do, and the crash test compares its killed runs row for row with an
+    uninterrupted one in this session.
     """
     session = local_spark(
         "kstreams-spark-tests",
@@ -37,6 +44,8 @@ def spark():
                 "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
             ),
             "spark.hadoop.fs.file.impl": "kstreams.NioLocalFileSystem",
+            "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+            "spark.sql.codegen.wholeStage": "false",
         },
     )
     yield session

@@ -53,16 +53,37 @@ object TestSpeed {
     "spark.sql.artifact.isolation.enabled" -> "false",
     "spark.hadoop.fs.file.impl" -> classOf[NioLocalFileSystem].getName
   )
+
+  /** Spark's interpreted evaluation instead of generated code, for the suites that do not override
+    * [[SparkSuite.runsGeneratedCode]]: a test's queries are new plans over a handful of rows, so
+    * generating and compiling their code (each state variable's encoders in every task and
+    * micro-batch, then each projection) costs more than it saves. Three suites (DeduplicateSpec,
+    * DslSpec, WindowedAndSequenceSpec) took 168 CPU-seconds instead of 194, sbt's JVM included;
+    * the pytest session does the same (tests/conftest.py). The interpreted evaluator is Spark's
+    * own, with the same results. `ConformanceSpec` and `RealTimeSpec` keep generated code, as users
+    * run it, and so do the processes the crash, CLI, cluster and Connect tests start; the crash
+    * test's uninterrupted reference runs in the interpreted pytest session, so it compares the two
+    * row for row for every stateful operator. */
+  val interpreted: Map[String, String] = Map(
+    "spark.sql.codegen.factoryMode" -> "NO_CODEGEN",
+    "spark.sql.codegen.wholeStage" -> "false"
+  )
 }
 
 /** A real local Spark session with the RocksDB state store, and helpers to run streams. */
 trait SparkSuite extends AnyFunSuite with BeforeAndAfterAll {
+
+  /** Whether the suite's queries run Spark's generated code (its default) or its interpreted
+    * evaluation ([[TestSpeed.interpreted]]). */
+  protected def runsGeneratedCode: Boolean = false
+
   lazy val spark: SparkSession = KStream
     .configure(SparkSession.builder().master("local[2]").appName(getClass.getSimpleName))
     .config("spark.sql.shuffle.partitions", "2")
     .config("spark.ui.enabled", "false")
     .config("spark.sql.session.timeZone", "UTC")
     .config(TestSpeed.settings)
+    .config(if (runsGeneratedCode) Map.empty[String, String] else TestSpeed.interpreted)
     .getOrCreate()
 
   override def beforeAll(): Unit = spark.sparkContext.setLogLevel("ERROR")

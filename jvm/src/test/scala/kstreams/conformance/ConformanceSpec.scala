@@ -55,6 +55,10 @@ import kstreams.{Event, JoinWindows, KStream, SessionWindows, SparkSuite, TimeWi
 class ConformanceSpec extends SparkSuite {
   import ConformanceSpec._
 
+  // Every DSL operator here runs on Spark's generated code, as users run it (the other suites run
+  // interpreted, TestSpeed.interpreted); the no-grace join test also counts the classes compiled.
+  override protected def runsGeneratedCode: Boolean = true
+
   private val seeds: Seq[Int] =
     sys.env.get("KSTREAMS_CONFORMANCE_SEEDS").filter(_.trim.nonEmpty).map(parseSeeds).getOrElse(0 until 40)
   private val cases = seeds.map(generate)
