@@ -115,10 +115,17 @@ PYTEST_LANE_2 = tests/test_crash.py tests/test_connect.py tests/test_real_time.p
 	tests/test_cluster.py tests/test_kafka_cli.py tests/test_packaging.py tests/test_exactly_once.py \
 	tests/test_kafka.py tests/test_kafka_bad_input.py tests/test_kafka_dsl.py tests/test_processor.py
 REAL_TIME_SUITE = kstreams.RealTimeSpec
-test: lint test-build
+# Before the lanes, also two at a time: on a fresh clone pip's download and install of the pinned
+# packages (about a minute, one core mostly idle) leaves room for what the lanes fetch from Maven
+# Central and Debian (test-fetch) and for scalafmt's and sbt's launchers; lint then runs beside
+# sbt's compile.
+test:
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint test-fetch test-build
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-lane-1 test-lane-2
 
-.PHONY: test-build test-lane-1 test-lane-2
+.PHONY: test-build test-fetch test-lane-1 test-lane-2
+test-fetch: $(KAFKA_BROKER) $(KAFKA_CONNECTOR) chromium
+
 test-build: $(SBT_LAUNCH) $(VENV)/.deps
 	$(SBT) package root/publishM2 Test/compile "testOnly $(REAL_TIME_SUITE)"
 	$(copy-jar)
